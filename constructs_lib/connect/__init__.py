@@ -1,6 +1,8 @@
 """Live call transcription for Amazon Connect: :class:`ConnectTranscription` (the start function,
 the calls queue, the consumer service, the transcripts' bus and table, alarms and dashboard rows;
-:mod:`.transcription`) and its props (:mod:`.props`, CDK-free); README.md in this folder.
+:mod:`.transcription`, with the consumers' grants in :mod:`.grants` and the metrics, alarm rules
+and dashboard rows in :mod:`.monitoring`) and its props (:mod:`.props`, CDK-free); README.md in
+this folder.
 
 Each name is imported on first use (PEP 562), so that ``from constructs_lib.connect.props import
 ...`` loads the props without ``aws_cdk``, as the settings layer needs; ``from

@@ -48,14 +48,11 @@ from __future__ import annotations
 
 import json
 import re
-from typing import cast
 
 from aws_cdk import (
     Acknowledgment,
     Annotations,
-    ArnFormat,
     CfnOutput,
-    CfnResource,
     Duration,
     Fn,
     RemovalPolicy,
@@ -78,6 +75,14 @@ from aws_cdk import (
 )
 from constructs import Construct
 
+from constructs_lib.connect.grants import grant_consumers, kms_via
+from constructs_lib.connect.monitoring import (  # noqa: F401 (re-exported: the names stay importable from here)
+    alarm_name,
+    bus_dead_letters_rule,
+    connect_alarm_rules,
+    dashboard_rows,
+    metric_dimensions,
+)
 from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names stay importable from here)
     ALARM_RULE_NAMES,
     BUS_DEAD_LETTERS_RULE,
@@ -101,8 +106,8 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
     ConnectTranscriptionProps,
 )
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
-from constructs_lib.nag import acknowledge_compliance, nag_render, skip_checkov
-from constructs_lib.sagemaker_endpoint.props import INVOKE_BIDIRECTIONAL, LOG_RETENTION
+from constructs_lib.nag import acknowledge_compliance, skip_checkov
+from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.validation import Problems
 
 #: checkov's Lambda checks the start function does not follow, each with its source. Its environment
@@ -134,6 +139,15 @@ START_FUNCTION_CHECKOV_SKIPS = {
 
 
 class ConnectTranscription(Construct):
+    """Live call transcription for an Amazon Connect instance (see the module docstring). Each step
+    builds into this construct itself, never into a helper construct: the resources' construct
+    paths, and so their logical ids, do not depend on how the steps are split.
+
+    Attributes:
+        table, bus, bus_dead_letters (None without a customer managed key), dead_letters, queue,
+        function, service, kvs_endpoint (in a VPC with ``kvs_vpc_endpoint``), alarms, dashboard.
+    """
+
     def __init__(
         self, scope: Construct, construct_id: str, props: ConnectTranscriptionProps
     ) -> None:
@@ -142,13 +156,29 @@ class ConnectTranscription(Construct):
         props.problems(p)
         if list(p):
             raise ValueError("; ".join(p))
-        stack = Stack.of(self)
         removal = RemovalPolicy.RETAIN if props.retain_data else RemovalPolicy.DESTROY
         key = (
             kms.Key.from_key_arn(self, "DataKey", props.kms_key_arn) if props.kms_key_arn else None
         )
+        self._transcripts(props, key, removal)
+        self._calls_queues(props, key, removal)
+        self._start_function(props, key, removal)
+        self._instance_resources(props)
+        cluster = self._cluster(props, key, removal)
+        task = self._consumer_task(props, key, removal)
+        self._consumer_service(props, cluster, task)
+        self._scaling(props)
+        rules = self._alarms(props)
+        self._dashboard(rules)
+        self._outputs()
 
-        # ---- transcripts ------------------------------------------------------------------------
+    # --- Construction steps, in the order they run ----------------------------------------------
+
+    def _transcripts(
+        self, props: ConnectTranscriptionProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> None:
+        """The transcripts' table and bus, and the bus's dead-letter queue under a customer managed
+        key."""
         self.table = dynamodb.Table(
             self,
             "Transcripts",
@@ -235,6 +265,11 @@ class ConnectTranscription(Construct):
                     "under that key too."
                 },
             )
+
+    def _calls_queues(
+        self, props: ConnectTranscriptionProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> None:
+        """The calls queue (one message per live call) and its dead-letter queue."""
         self.dead_letters = sqs.Queue(
             self,
             "CallsDeadLetters",
@@ -262,7 +297,12 @@ class ConnectTranscription(Construct):
             ),
         )
 
-        # ---- the start function -----------------------------------------------------------------
+    def _start_function(
+        self, props: ConnectTranscriptionProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> None:
+        """The function a contact flow invokes to hand a call to the consumers: its logs, its grants
+        and Connect's permission to invoke it."""
+        stack = Stack.of(self)
         function_logs = logs.LogGroup(
             self,
             "StartFunctionLogs",
@@ -310,7 +350,7 @@ class ConnectTranscription(Construct):
                     sid="EncryptCalls",
                     actions=["kms:GenerateDataKey", "kms:Decrypt"],
                     resources=[key.key_arn],
-                    conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}},
+                    conditions={"StringEquals": {"kms:ViaService": kms_via(stack, "sqs")}},
                 )
             )
         # Connect invokes the function as connect.amazonaws.com on behalf of the instance:
@@ -354,6 +394,10 @@ class ConnectTranscription(Construct):
             },
         )
         skip_checkov(self.function, "AWS::Lambda::Function", START_FUNCTION_CHECKOV_SKIPS)
+
+    def _instance_resources(self, props: ConnectTranscriptionProps) -> None:
+        """What the settings ask of the instance: the function's association, the media streams
+        storage and the example contact flow."""
         association = (
             connect.CfnIntegrationAssociation(
                 self,
@@ -412,7 +456,10 @@ class ConnectTranscription(Construct):
                 # your AWS Lambda functions").
                 flow.add_resource_dependency(association)
 
-        # ---- the consumers ----------------------------------------------------------------------
+    def _cluster(
+        self, props: ConnectTranscriptionProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> ecs.Cluster:
+        """The consumers' cluster, in ``props.vpc`` or a public VPC of its own (with flow logs)."""
         vpc = props.vpc or ec2.Vpc(
             self,
             "Vpc",
@@ -438,6 +485,14 @@ class ConnectTranscription(Construct):
         cluster = ecs.Cluster(
             self, "Cluster", vpc=vpc, container_insights_v2=ecs.ContainerInsights.ENHANCED
         )
+        return cluster
+
+    def _consumer_task(
+        self, props: ConnectTranscriptionProps, key: kms.IKey | None, removal: RemovalPolicy
+    ) -> ecs.FargateTaskDefinition:
+        """The consumers' task definition: its logs, environment and image (built, or a prebuilt
+        one its execution role may pull)."""
+        stack = Stack.of(self)
         task = ecs.FargateTaskDefinition(
             self,
             "Task",
@@ -522,6 +577,17 @@ class ConnectTranscription(Construct):
                 "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
                 "The execution role may pull from the image's repository (PullConsumerImage).",
             )
+        return task
+
+    def _consumer_service(
+        self,
+        props: ConnectTranscriptionProps,
+        cluster: ecs.Cluster,
+        task: ecs.FargateTaskDefinition,
+    ) -> None:
+        """The consumers' Fargate service, its task role's grants, the Kinesis Video Streams
+        endpoint in a VPC, and the acknowledgements of its findings."""
+        stack = Stack.of(self)
         self.service = ecs.FargateService(
             self,
             "Service",
@@ -533,14 +599,14 @@ class ConnectTranscription(Construct):
             security_groups=props.security_groups or None,
             circuit_breaker=ecs.DeploymentCircuitBreaker(rollback=True),
         )
-        self._grant(task.task_role, props, stack)
+        grant_consumers(self, task.task_role, props, self.bus, self.table, self.queue)
         if props.vpc is not None and props.kvs_vpc_endpoint:
             # GetDataEndpoint and GetMedia inside the VPC (module docstring): private DNS on, as the
             # service requires.
             self.kvs_endpoint = ec2.InterfaceVpcEndpoint(
                 self,
                 "KinesisVideoEndpoint",
-                vpc=vpc,
+                vpc=props.vpc,
                 subnets=props.subnets,
                 private_dns_enabled=True,
                 open=False,
@@ -576,13 +642,8 @@ class ConnectTranscription(Construct):
             )
         )
 
-        # ---- scaling on live calls: each message in flight is a call a consumer holds -----------
-        in_flight = self.queue.metric_approximate_number_of_messages_not_visible(
-            period=Duration.minutes(1), statistic="Maximum"
-        )
-        waiting = self.queue.metric_approximate_number_of_messages_visible(
-            period=Duration.minutes(1), statistic="Maximum"
-        )
+    def _scaling(self, props: ConnectTranscriptionProps) -> None:
+        """Scaling on live calls: each message in flight is a call a consumer holds."""
         scaling = self.service.auto_scale_task_count(
             min_capacity=props.min_tasks, max_capacity=props.max_tasks
         )
@@ -603,79 +664,17 @@ class ConnectTranscription(Construct):
             scale_out_cooldown=Duration.minutes(1),
         )
 
-        # ---- alarms on the shared topic ---------------------------------------------------------
+    def _alarms(self, props: ConnectTranscriptionProps) -> list[AlarmRule]:
+        """The alarms on the shared topic, from :mod:`constructs_lib.connect.monitoring`'s rules;
+        returns the rules."""
         action = actions.SnsAction(props.alarm_topic) if props.alarm_topic is not None else None
-        emf = {
-            "namespace": METRIC_NAMESPACE,
-            "period": Duration.minutes(1),
-            "dimensions_map": metric_dimensions(props.name_prefix),
-        }
-        rules = [
-            AlarmRule(
-                "calls-dropped",
-                self.dead_letters.metric_approximate_number_of_messages_visible(
-                    period=Duration.minutes(1), statistic="Maximum"
-                ),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                0,
-                1,
-                1,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                "Calls were dropped: their messages reached the dead-letter queue after "
-                f"{MAX_RECEIVES} tries (the consumers could not run them).",
-                "SQS reports every minute; no datapoint means the queue reported nothing to count",
+        rules = connect_alarm_rules(
+            self.dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(1), statistic="Maximum"
             ),
-            AlarmRule(
-                "calls-failed",
-                cloudwatch.Metric(metric_name="CallsFailed", statistic="Sum", **emf),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                0,
-                1,
-                1,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                "Calls failed (a bad fragment, an endpoint error): see Call Failed events and "
-                "the consumer logs.",
-                "the consumers report a failure only when one happens",
-            ),
-            AlarmRule(
-                "behind-real-time",
-                cloudwatch.Metric(metric_name="MillisBehindNow", statistic="Maximum", **emf),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                props.alarm_millis_behind,
-                5,
-                3,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                "The consumers read fragments far behind the live call (the endpoint is slow or "
-                "full, or the consumers are at capacity).",
-                "no datapoint means no live call is being read",
-            ),
-            AlarmRule(
-                "calls-waiting",
-                cloudwatch.Metric(metric_name="CallsWaiting", statistic="Maximum", **emf),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                0,
-                CALLS_WAITING_ALARM_MINUTES,
-                CALLS_WAITING_ALARM_MINUTES,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                f"Calls have waited {CALLS_WAITING_ALARM_MINUTES} minutes for the endpoint "
-                "(server_busy: every stream in use): raise its capacity; see Call Waiting "
-                "events.",
-                "the consumers report the waiting calls every minute while they run",
-            ),
-            AlarmRule(
-                "calls-untranscribed",
-                cloudwatch.Metric(metric_name="CallsUntranscribed", statistic="Sum", **emf),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                0,
-                1,
-                1,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                "Calls ended while they waited for the endpoint and were not transcribed: see "
-                "Call Ended events with transcribed false (each track's untranscribed seconds).",
-                "the consumers report one only when it happens",
-            ),
-        ]
-        assert tuple(rule.name for rule in rules) == ALARM_RULE_NAMES
+            props.name_prefix,
+            props.alarm_millis_behind,
+        )
         self.alarms = [
             alarm_from_rule(
                 self, f"Alarm{i}", rule, alarm_name(props.name_prefix, rule.name), action
@@ -683,32 +682,29 @@ class ConnectTranscription(Construct):
             for i, rule in enumerate(rules)
         ]
         if self.bus_dead_letters is not None:
-            # Events the bus could not encrypt or decrypt wait in its dead-letter queue: transcripts
-            # no target got.
-            undelivered = AlarmRule(
-                BUS_DEAD_LETTERS_RULE,
-                self.bus_dead_letters.metric_approximate_number_of_messages_visible(
-                    period=Duration.minutes(1), statistic="Maximum"
-                ),
-                cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                0,
-                1,
-                1,
-                cloudwatch.TreatMissingData.NOT_BREACHING,
-                "Transcript events reached the bus's dead-letter queue: EventBridge could not "
-                "encrypt or decrypt them with the data key (disabled, scheduled for deletion, or "
-                "its policy no longer lets EventBridge use it).",
-                "SQS reports every minute; no datapoint means the queue reported nothing to count",
+            undelivered = self.bus_dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(1), statistic="Maximum"
             )
             self.alarms.append(
                 alarm_from_rule(
                     self,
                     "AlarmBusDeadLetters",
-                    undelivered,
+                    bus_dead_letters_rule(undelivered),
                     alarm_name(props.name_prefix, BUS_DEAD_LETTERS_RULE),
                     action,
                 )
             )
+        return rules
+
+    def _dashboard(self, rules: list[AlarmRule]) -> None:
+        """The Connect stack's own dashboard: the calls queue's live and waiting calls, and the
+        alarms' metrics."""
+        in_flight = self.queue.metric_approximate_number_of_messages_not_visible(
+            period=Duration.minutes(1), statistic="Maximum"
+        )
+        waiting = self.queue.metric_approximate_number_of_messages_visible(
+            period=Duration.minutes(1), statistic="Maximum"
+        )
         self.dashboard = cloudwatch.Dashboard(
             self,
             "Dashboard",
@@ -726,9 +722,12 @@ class ConnectTranscription(Construct):
                 ]
             ],
         )
-        # On the stack, as the endpoint construct does: the outputs keep the names docs/connect.md
-        # gives them (TranscriptsTable, TranscriptsBus, StartFunctionArn), not a construct path and
-        # a hash.
+
+    def _outputs(self) -> None:
+        """On the stack, as the endpoint construct does: the outputs keep the names docs/connect.md
+        gives them (TranscriptsTable, TranscriptsBus, StartFunctionArn), not a construct path and
+        a hash."""
+        stack = Stack.of(self)
         CfnOutput(
             stack,
             "TranscriptsTable",
@@ -747,258 +746,6 @@ class ConnectTranscription(Construct):
             value=self.function.function_arn,
             description="the function a contact flow invokes after Start media streaming",
         )
-
-    def _grant(self, role: iam.IRole, props: ConnectTranscriptionProps, stack: Stack) -> None:
-        """Least privilege: the instance's streams (by prefix), the stream key (through Kinesis
-        Video Streams only), the bus, the table, the queue, the endpoint."""
-        streams = stack.format_arn(
-            service="kinesisvideo", resource="stream", resource_name=f"{props.stream_prefix}*/*"
-        )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ReadCallStreams",
-                actions=["kinesisvideo:GetDataEndpoint", "kinesisvideo:GetMedia"],
-                resources=[streams],
-            )
-        )
-        Validations.of(role).acknowledge(
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{nag_render(stack, streams)}]",
-                reason="Connect creates one stream per live call under the instance's prefix, "
-                "named at run time: the read is limited to that prefix (and to GetDataEndpoint "
-                "and GetMedia).",
-            )
-        )
-        stream_key = props.stream_kms_key_arn or props.kms_key_arn
-        if stream_key:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="DecryptCallStreams",
-                    actions=["kms:Decrypt"],
-                    resources=[stream_key],
-                    conditions={"StringEquals": {"kms:ViaService": _via(stack, "kinesisvideo")}},
-                )
-            )
-        self.bus.grant_put_events_to(role)
-        # UpdateItem: a call's claim and status (conditional writes that keep the item's other
-        # attributes).
-        self.table.grant(
-            role, "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:GetItem", "dynamodb:Query"
-        )
-        if props.kms_key_arn:
-            # The table's key, through DynamoDB only (Table.grant names no key actions;
-            # grant_read_write_data would add them unconditioned, which would void
-            # DecryptCallStreams' condition when this key is the stream key).
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="UseTableKey",
-                    resources=[props.kms_key_arn],
-                    actions=[
-                        "kms:Decrypt",
-                        "kms:Encrypt",
-                        "kms:GenerateDataKey",
-                        "kms:DescribeKey",
-                    ],
-                    conditions={"StringEquals": {"kms:ViaService": _via(stack, "dynamodb")}},
-                )
-            )
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="CommitSegments",
-                actions=["dynamodb:ConditionCheckItem"],
-                resources=[self.table.table_arn],
-            )
-        )
-        # The queue's consume actions as CDK's grant_consume_messages lists them, and its key
-        # through SQS only: that grant would add an unconditioned kms:Decrypt on the data key, which
-        # may be the stream key too, and so void DecryptCallStreams' condition (every decrypt of the
-        # stream key goes through a service).
-        role.add_to_principal_policy(
-            iam.PolicyStatement(
-                sid="ConsumeCalls",
-                resources=[self.queue.queue_arn],
-                actions=[
-                    "sqs:ReceiveMessage",
-                    "sqs:ChangeMessageVisibility",
-                    "sqs:GetQueueUrl",
-                    "sqs:DeleteMessage",
-                    "sqs:GetQueueAttributes",
-                    "sqs:SendMessage",
-                ],
-            )
-        )  # SendMessage: a message handed on at 12 h
-        if props.kms_key_arn:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="DecryptCalls",
-                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
-                    resources=[props.kms_key_arn],
-                    conditions={"StringEquals": {"kms:ViaService": _via(stack, "sqs")}},
-                )
-            )
-        if props.endpoint_name:
-            invoke = iam.Policy(
-                self,
-                "InvokeVoxtral",
-                statements=[
-                    iam.PolicyStatement(
-                        sid="InvokeVoxtral",
-                        actions=[INVOKE_BIDIRECTIONAL],
-                        resources=[
-                            stack.format_arn(
-                                service="sagemaker",
-                                resource="endpoint",
-                                resource_name=props.endpoint_name.lower(),
-                            )
-                        ],
-                    )
-                ],
-            )
-            invoke.attach_to_role(role)  # type: ignore[arg-type]
-            # cfn-lint's IAM action list predates bidirectional streaming (W3037); the action is
-            # documented in the InvokeEndpointWithBidirectionalStream API reference.
-            cast(CfnResource, invoke.node.default_child).add_metadata(
-                "cfn-lint", {"config": {"ignore_checks": ["W3037"]}}
-            )
-        elif props.token_secret_arn:
-            role.add_to_principal_policy(
-                iam.PolicyStatement(
-                    sid="ReadBridgeToken",
-                    actions=["secretsmanager:GetSecretValue"],
-                    resources=[props.token_secret_arn],
-                )
-            )
-            if props.token_secret_kms_key_arn:
-                # GetSecretValue of a secret under a customer managed key needs kms:Decrypt on that
-                # key for the caller (Secrets Manager user guide, "Secret encryption and
-                # decryption", "Permissions for the KMS key"); Secrets Manager calls Decrypt with
-                # the secret's ARN as encryption context (SecretARN).
-                role.add_to_principal_policy(
-                    iam.PolicyStatement(
-                        sid="DecryptBridgeToken",
-                        actions=["kms:Decrypt"],
-                        resources=[props.token_secret_kms_key_arn],
-                        conditions={
-                            "StringEquals": {
-                                "kms:ViaService": _via(stack, "secretsmanager"),
-                                "kms:EncryptionContext:SecretARN": props.token_secret_arn,
-                            }
-                        },
-                    )
-                )
-
-
-def metric_dimensions(name_prefix: str) -> dict[str, str]:
-    """The dimensions of the consumers' metrics in a deployment named ``name_prefix``: what the task
-    definition gives them (METRIC_DIMENSIONS) and what its scaling, alarms and dashboards read."""
-    return {METRIC_DIMENSION: name_prefix}
-
-
-def alarm_name(name_prefix: str, rule: str) -> str:
-    """The AlarmName of one of the Connect alarms (fixed, so that the shared dashboard can show them
-    by ARN)."""
-    return f"{name_prefix}-connect-{rule}"
-
-
-def dashboard_rows(
-    scope: Construct,
-    name_prefix: str,
-    alarm_millis_behind: int,
-    calls_per_task: int,
-    bus_dead_letters: bool = False,
-) -> list[list[cloudwatch.IWidget]]:
-    """The Connect row of the shared operations dashboard: the consumers' own metrics (namespace
-    :data:`METRIC_NAMESPACE`, the deployment's :func:`metric_dimensions`, a literal: nothing of the
-    Connect stack is referenced and the Operations stack deploys first) and the state of the Connect
-    alarms, by name. The Connect stack's own dashboard adds the calls queue's figures, which need
-    the queue's name. ``bus_dead_letters``: the bus is under a customer managed key, so it has a
-    dead-letter queue and its alarm."""
-    stack = Stack.of(scope)
-    emf = {
-        "namespace": METRIC_NAMESPACE,
-        "period": Duration.minutes(1),
-        "dimensions_map": metric_dimensions(name_prefix),
-    }
-    header = cloudwatch.TextWidget(
-        markdown=(
-            f"## Amazon Connect live transcription\nConsumers on Fargate, up to {calls_per_task} "
-            "calls per task. Red lines are alarm thresholds."
-        ),
-        width=24,
-        height=2,
-    )
-    calls = cloudwatch.GraphWidget(
-        title="Live calls per task",
-        width=6,
-        left=[
-            cloudwatch.Metric(
-                metric_name="ActiveCalls", statistic="Average", label="average", **emf
-            ),
-            cloudwatch.Metric(
-                metric_name="ActiveCalls", statistic="Maximum", label="busiest task", **emf
-            ),
-        ],
-        left_annotations=[
-            cloudwatch.HorizontalAnnotation(value=calls_per_task, label="calls per task")
-        ],
-    )
-    behind = cloudwatch.GraphWidget(
-        title="Behind the live call (ms)",
-        width=6,
-        left=[
-            cloudwatch.Metric(
-                metric_name="MillisBehindNow", statistic="Maximum", label="MillisBehindNow", **emf
-            )
-        ],
-        left_annotations=[
-            cloudwatch.HorizontalAnnotation(
-                value=alarm_millis_behind,
-                label=f"alarm behind-real-time: {alarm_millis_behind} ms",
-                color="#d62728",
-            )
-        ],
-    )
-    failed = cloudwatch.GraphWidget(
-        title="Calls failed, waiting, untranscribed",
-        width=6,
-        left=[
-            cloudwatch.Metric(
-                metric_name="CallsFailed", statistic="Sum", label="CallsFailed", **emf
-            ),
-            cloudwatch.Metric(
-                metric_name="CallsWaiting", statistic="Maximum", label="CallsWaiting", **emf
-            ),
-            cloudwatch.Metric(
-                metric_name="CallsUntranscribed", statistic="Sum", label="CallsUntranscribed", **emf
-            ),
-        ],
-    )
-    status = cloudwatch.AlarmStatusWidget(
-        title="Connect alarms",
-        width=6,
-        alarms=[
-            cloudwatch.Alarm.from_alarm_arn(
-                scope,
-                f"ConnectAlarm{i}",
-                stack.format_arn(
-                    service="cloudwatch",
-                    resource="alarm",
-                    resource_name=alarm_name(name_prefix, rule),
-                    arn_format=ArnFormat.COLON_RESOURCE_NAME,
-                ),
-            )
-            for i, rule in enumerate(
-                ALARM_RULE_NAMES + ((BUS_DEAD_LETTERS_RULE,) if bus_dead_letters else ())
-            )
-        ],
-    )
-    return [[header], [calls, behind, failed, status]]
-
-
-def _via(stack: Stack, service: str) -> str:
-    """The kms:ViaService value of an AWS service in the stack's region (AWS KMS developer guide,
-    "kms:ViaService": ``SERVICE.REGION.amazonaws.com``)."""
-    return f"{service}.{stack.region}.amazonaws.com"
 
 
 def _retention(days: int) -> logs.RetentionDays:

@@ -6,7 +6,8 @@ scaling on requests per task). The bridge image is the add-on built over it,
 Read top to bottom: ``GpuEcsService.__init__`` runs one step per part: cluster and GPU capacity
 (launch template, Auto Scaling group, capacity provider), the task definition, the load balancer,
 the service and its scaling, the alarms, then the acknowledgements of cdk-nag's and checkov's
-findings, each on the resource it concerns (the last section). Props and their checks are in
+findings, each on the resource it concerns (the last section; the reasons are in
+:mod:`constructs_lib.ecs_service.findings`). Props and their checks are in
 :mod:`constructs_lib.ecs_service.props`, which also says how the numbers that tie the pieces to
 the container (stopTimeout, idle timeout, deregistration delay) are derived; metrics, alarm rules
 and dashboard rows in :mod:`constructs_lib.ecs_service.monitoring`.
@@ -27,8 +28,6 @@ from dataclasses import dataclass, field
 
 import jsii
 from aws_cdk import (
-    Acknowledgment,
-    Annotations,
     ArnFormat,
     Aspects,
     CustomResource,
@@ -36,7 +35,6 @@ from aws_cdk import (
     IAspect,
     RemovalPolicy,
     Stack,
-    Validations,
     aws_autoscaling as autoscaling,
     aws_cloudwatch as cloudwatch,
     aws_cloudwatch_actions as actions,
@@ -52,6 +50,13 @@ from aws_cdk import (
 from constructs import Construct, IConstruct
 
 from constructs_lib.cleanup import cleanup_function
+from constructs_lib.ecs_service.findings import (
+    acknowledge_access_logs,
+    acknowledge_capacity_and_task,
+    acknowledge_load_balancer,
+    acknowledge_release_role,
+    acknowledge_roles,
+)
 from constructs_lib.ecs_service.monitoring import (
     GpuEcsServiceMetrics,
     service_alarm_rules,
@@ -64,13 +69,7 @@ from constructs_lib.ecs_service.props import (
     stop_timeout_s,
 )
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
-from constructs_lib.nag import (
-    CUSTOM_RESOURCE_HANDLER_SKIPS,
-    acknowledge_compliance,
-    nag_render,
-    skip_checkov,
-    stack_singletons,
-)
+from constructs_lib.nag import nag_render
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
 from constructs_lib.validation import Problems
 
@@ -680,184 +679,19 @@ class GpuEcsService(Construct):
     # --- cdk-nag and checkov: each finding acknowledged on the resource it concerns -------------
 
     def _acknowledge_findings(self, props: GpuEcsServiceProps) -> None:
-        self._acknowledge_roles(props)
-        Validations.of(self.auto_scaling_group).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-AS3",
-                reason="Scaling events are driven by the ECS capacity provider and visible in ECS "
-                "service events; the alarm topic carries the service's alarms.",
-            )
-        )
-        Validations.of(self.task_definition).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-ECS2",
-                reason="The environment holds configuration only (vLLM flags, metric names, the S3 "
-                "prefix); the one secret, the bearer token, comes from Secrets Manager "
-                "(secrets, not environment).",
-            )
-        )
-        if props.image_repository_arn is not None:
-            # CDK warns that an image from an ECR registry URI needs a pull policy: the execution
-            # role has it (grant_image_pull, the image's repository only).
-            Annotations.of(self.container).acknowledge_warning(
-                "@aws-cdk/aws-ecs:ecrImageRequiresPolicy",
-                "The execution role may pull from the image's repository (image_repository_arn).",
-            )
-        self._acknowledge_access_logs()
-        self._acknowledge_load_balancer(props)
-
-    def _acknowledge_roles(self, props: GpuEcsServiceProps) -> None:
-        """The instance, task and execution roles, and the release function's role."""
-        execution_role = self.task_definition.obtain_execution_role()
-        for role in (self.instance_role, self.task_definition.task_role, execution_role):
-            acknowledge_compliance(
-                role,
-                {
-                    "IAMNoInlinePolicy": "The instance, task and execution roles' statements are "
-                    "scoped to this service (its model prefix, metrics "
-                    "namespaces, repository, secret and cluster); an inline "
-                    "policy belongs to its one role and goes with it.",
-                },
-            )
-        Validations.of(self.instance_role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="cloudwatch:PutMetricData (namespace condition) and ec2:DescribeTags "
-                "support no resource-level permission; DescribeTags reads tags only (the "
-                "CloudWatch agent's Auto Scaling group dimension).",
-            ),
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Action::ecs:Submit*]",
-                reason="The statement the CDK gives ECS container instances (the container agent's "
-                "own calls, as in AmazonEC2ContainerServiceforEC2Role); the agent reports "
-                "task and container state changes.",
-            ),
-        )
-        skip_checkov(
+        image_pull = props.image_repository_arn is not None
+        acknowledge_roles(
             self.instance_role,
-            "AWS::IAM::Policy",
-            {
-                "CKV_AWS_111": "The container agent's statements CDK gives ECS instances (as "
-                "AmazonEC2ContainerServiceforEC2Role: logs:PutLogEvents and ecs:Submit* "
-                "for the agent), and PutMetricData, which supports no resource and is "
-                "limited by a cloudwatch:namespace condition.",
-            },
+            self.task_definition.task_role,
+            self.task_definition.obtain_execution_role(),
+            image_pull,
         )
-        if props.image_repository_arn is not None:
-            Validations.of(execution_role).acknowledge(
-                Acknowledgment(
-                    id="AwsSolutions-IAM5[Resource::*]",
-                    reason="ecr:GetAuthorizationToken supports no resource-level permission; it "
-                    "only issues a registry login token, image access stays limited to one "
-                    "repository.",
-                )
-            )
-        group_arn = nag_render(Stack.of(self), self._group_arn())
-        Validations.of(self._release_role).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-IAM5[Resource::*]",
-                reason="autoscaling:DescribeAutoScalingGroups supports no "
-                "resource-level permission; it only reads the group's instances "
-                "and their protection.",
-            ),
-            Acknowledgment(
-                id=f"AwsSolutions-IAM5[Resource::{group_arn}]",
-                reason="An Auto Scaling group ARN holds a generated id; the wildcard is "
-                "that id, and the group is named exactly.",
-            ),
+        acknowledge_release_role(self._release_role, nag_render(Stack.of(self), self._group_arn()))
+        acknowledge_capacity_and_task(
+            self.auto_scaling_group, self.task_definition, self.container, image_pull
         )
-
-    def _acknowledge_access_logs(self) -> None:
-        """The load balancer's access-log bucket, and the stack's function that empties it."""
-        Validations.of(self.access_logs).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-S1",
-                reason="This bucket receives the load balancer's access logs; logging it to itself "
-                "would loop.",
-            )
-        )
-        acknowledge_compliance(
-            self.access_logs,
-            {
-                "S3BucketLoggingEnabled": "This bucket receives the load balancer's access logs; "
-                "logging it would need another bucket whose logs go "
-                "nowhere.",
-                "S3DefaultEncryptionKMS": "Application Load Balancer access logs can be written to "
-                "SSE-S3 buckets only (Elastic Load Balancing user guide, "
-                "'Access logs for your Application Load Balancer').",
-                "S3BucketVersioningEnabled": "Access logs are written once by Elastic Load "
-                "Balancing and removed only by the lifecycle rule; there is no object to recover "
-                "from an overwrite.",
-                "S3BucketReplicationEnabled": "Access logs stay in the deployment's Region; "
-                "copying "
-                "them elsewhere is the user's choice, not a default.",
-            },
-        )
-        skip_checkov(
-            self.access_logs,
-            "AWS::S3::Bucket",
-            {
-                "CKV_AWS_18": "This bucket receives the load balancer's access logs; logging it "
-                "would need another bucket.",
-                "CKV_AWS_21": "Access logs are written once by Elastic Load Balancing and removed "
-                "only by the lifecycle rule.",
-            },
-        )
-        for provider in stack_singletons(self, "Custom::S3AutoDeleteObjects"):
-            skip_checkov(provider, "AWS::Lambda::Function", CUSTOM_RESOURCE_HANDLER_SKIPS)
-
-    def _acknowledge_load_balancer(self, props: GpuEcsServiceProps) -> None:
-        """The load balancer and its listener."""
-        lb = props.load_balancing
-        Validations.of(self.load_balancer).acknowledge(
-            Acknowledgment(
-                id="AwsSolutions-EC23",
-                reason=(
-                    "An internet-facing load balancer takes callers from anywhere on 443 (HTTPS "
-                    "only); callers authenticate with the bearer token (required when "
-                    "internet-facing)."
-                    if lb.internet_facing
-                    else "An internal load balancer takes callers from the VPC's CIDR only (a "
-                    "deploy-time value cdk-nag cannot read)."
-                ),
-            )
-        )
-        acknowledge_compliance(
-            self.load_balancer,
-            {
-                "ELBDeletionProtectionEnabled": "cdk destroy must remove the load balancer (it "
-                "holds no data; its access logs are in their own bucket).",
-                "ALBWAFEnabled": "Callers send WebSocket frames of audio after one upgrade "
-                "request, "
-                "which a web ACL does not inspect; the listener forwards two paths "
-                "only and the bridge checks the bearer token before any work.",
-            },
-        )
-        if lb.https:
-            return
-        acknowledge_compliance(
-            self.load_balancer,
-            {
-                "ALBHttpToHttpsRedirection": "Internal load balancer without a certificate: HTTP "
-                "on 80 "
-                "inside the VPC, reachable from the caller CIDRs only. "
-                "Set a certificate for HTTPS.",
-                "ELBv2ACMCertificateRequired": "Internal load balancer without a certificate (HTTP "
-                "inside the VPC); internet-facing needs one (the "
-                "settings refuse otherwise).",
-            },
-        )
-        skip_checkov(
-            self.listener,
-            "AWS::ElasticLoadBalancingV2::Listener",
-            {
-                "CKV_AWS_2": "Internal load balancer without a certificate: HTTP inside the VPC "
-                "from the caller CIDRs only; set a certificate for HTTPS (internet-facing requires "
-                "one).",
-                "CKV_AWS_103": "No TLS listener without a certificate (internal, HTTP inside the "
-                "VPC); with one the listener uses ELBSecurityPolicy-TLS13-1-2-2021-06.",
-            },
-        )
+        acknowledge_access_logs(self, self.access_logs)
+        acknowledge_load_balancer(self.load_balancer, self.listener, props.load_balancing)
 
 
 # --- Grants both the service and its add-ons use ------------------------------------------------

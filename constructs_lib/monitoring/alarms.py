@@ -170,7 +170,21 @@ def alarm_rules(
     types = [instance_type] if isinstance(instance_type, str) else list(instance_type)
     gpus, vcpus = instance_types.alarm_capacity(types)
     fewest = " (the fewest among the instance pools)" if len(types) > 1 else ""
-    rules = [
+    rules = [*_request_rules(m, t), *_instance_rules(m, t, vcpus, fewest)]
+    if t.rollback_5xx_error_percent is not None:
+        rules.insert(1, _rollback_rule(m, t.rollback_5xx_error_percent))
+    if gpus:
+        rules[4:4] = _gpu_rules(m, t, gpus, fewest)
+    if bridge is not None:
+        rules += bridge_alarm_rules(
+            BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge
+        )
+    return rules
+
+
+def _request_rules(m: EndpointMetrics, t: EndpointAlarmThresholds) -> list[AlarmRule]:
+    """The requests' errors (5xx, 4xx) and latency (model, overhead) alarms."""
+    return [
         AlarmRule(
             "Invocation5XXErrors",
             m.metric_invocation_5xx_errors(ERROR_WINDOW),
@@ -217,6 +231,15 @@ def alarm_rules(
             "(reported in µs).",
             MISSING_LATENCY,
         ),
+    ]
+
+
+def _instance_rules(
+    m: EndpointMetrics, t: EndpointAlarmThresholds, vcpus: int, fewest: str
+) -> list[AlarmRule]:
+    """The instances' CPU, memory and disk alarms, and the endpoint's health (any instance
+    reporting)."""
+    return [
         AlarmRule(
             "CPUUtilization",
             m.metric_cpu_utilization("Average", UTILISATION_WINDOW),
@@ -267,57 +290,56 @@ def alarm_rules(
             MISSING_HEALTH,
         ),
     ]
-    if t.rollback_5xx_error_percent is not None:
-        rules.insert(
-            1,
-            AlarmRule(
-                "Invocation5XXErrorRate",
-                m.metric_invocation_5xx_error_rate(),
-                GT,
-                t.rollback_5xx_error_percent / 100,
-                ROLLBACK_ERROR_MINUTES,
-                ROLLBACK_ERROR_BREACHING,
-                NOT_BREACHING,
-                f"More than {t.rollback_5xx_error_percent:g} % of requests answered 5xx in "
-                f"{ROLLBACK_ERROR_BREACHING} of {ROLLBACK_ERROR_MINUTES} minutes: a rolling "
-                "update rolls back (a burst of streams cut when old instances stop lasts at "
-                "most two minutes).",
-                MISSING_ERRORS,
-                rollback=True,
-            ),
-        )
-    if gpus:
-        rules[4:4] = [
-            AlarmRule(
-                "GPUUtilization",
-                m.metric_gpu_utilization("Average", UTILISATION_WINDOW),
-                GT,
-                t.gpu_utilization_percent * gpus,
-                3,
-                3,
-                NOT_BREACHING,
-                f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 "
-                "minutes: the endpoint is saturated.",
-                MISSING_UTILISATION,
-            ),
-            AlarmRule(
-                "GPUMemoryUtilization",
-                m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW),
-                GT,
-                t.gpu_memory_percent * gpus,
-                2,
-                2,
-                NOT_BREACHING,
-                f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an "
-                "instance for 10 minutes.",
-                MISSING_UTILISATION,
-            ),
-        ]
-    if bridge is not None:
-        rules += bridge_alarm_rules(
-            BridgeMetrics(bridge.namespace, m.endpoint_name, m.variant_name), bridge
-        )
-    return rules
+
+
+def _rollback_rule(m: EndpointMetrics, percent: float) -> AlarmRule:
+    """The 5XX error rate a rolling update rolls back on (see ROLLBACK_ERROR_MINUTES)."""
+    return AlarmRule(
+        "Invocation5XXErrorRate",
+        m.metric_invocation_5xx_error_rate(),
+        GT,
+        percent / 100,
+        ROLLBACK_ERROR_MINUTES,
+        ROLLBACK_ERROR_BREACHING,
+        NOT_BREACHING,
+        f"More than {percent:g} % of requests answered 5xx in {ROLLBACK_ERROR_BREACHING} of "
+        f"{ROLLBACK_ERROR_MINUTES} minutes: a rolling update rolls back (a burst of streams cut "
+        "when old instances stop lasts at most two minutes).",
+        MISSING_ERRORS,
+        rollback=True,
+    )
+
+
+def _gpu_rules(
+    m: EndpointMetrics, t: EndpointAlarmThresholds, gpus: int, fewest: str
+) -> list[AlarmRule]:
+    """The GPUs' utilisation and memory alarms, in percent x GPUs."""
+    return [
+        AlarmRule(
+            "GPUUtilization",
+            m.metric_gpu_utilization("Average", UTILISATION_WINDOW),
+            GT,
+            t.gpu_utilization_percent * gpus,
+            3,
+            3,
+            NOT_BREACHING,
+            f"GPU above {t.gpu_utilization_percent:g} % of {gpus} GPU(s){fewest} for 15 "
+            "minutes: the endpoint is saturated.",
+            MISSING_UTILISATION,
+        ),
+        AlarmRule(
+            "GPUMemoryUtilization",
+            m.metric_gpu_memory_utilization("Maximum", UTILISATION_WINDOW),
+            GT,
+            t.gpu_memory_percent * gpus,
+            2,
+            2,
+            NOT_BREACHING,
+            f"GPU memory above {t.gpu_memory_percent:g} % of {gpus} GPU(s){fewest} on an "
+            "instance for 10 minutes.",
+            MISSING_UTILISATION,
+        ),
+    ]
 
 
 def bridge_alarm_rules(bm: BridgeMetrics, b: BridgeAlarmThresholds) -> list[AlarmRule]:

@@ -208,66 +208,10 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
         for rule in alarm_rules(m, item.instance_types, item.thresholds, item.bridge)
     }
     gpus, vcpus = instance_types.alarm_capacity(item.instance_types)
-    described = []
-    for instance_type in item.instance_types:
-        spec = instance_types.lookup(instance_type)
-        assert spec is not None  # alarm_rules raised otherwise
-        described.append(f"{instance_type} ({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs)")
-
-    header = cloudwatch.TextWidget(
-        markdown=(
-            f"## {item.title}: `{item.endpoint_name}`\n{', else '.join(described)}, "
-            f"{item.min_capacity}-{item.max_capacity} instances. Red lines are alarm thresholds."
-        ),
-        width=24,
-        height=2,
-    )
+    header = _header(item)
     graphs: list[cloudwatch.IWidget] = []
-
     if item.bridge is not None and bm is not None:
-        near_cap = rules["ActiveStreamsNearCap"]
-        lines = [
-            cloudwatch.HorizontalAnnotation(
-                value=item.bridge.stream_cap,
-                label=f"stream cap {item.bridge.stream_cap}",
-                color=LIMIT_COLOR,
-            ),
-            _alarm_line(near_cap, near_cap.threshold, "streams"),
-        ]
-        if item.scaling_target is not None:
-            lines.append(
-                cloudwatch.HorizontalAnnotation(
-                    value=item.scaling_target,
-                    label=f"scaling target {item.scaling_target:g}",
-                    color=TARGET_COLOR,
-                )
-            )
-        graphs.append(
-            _graph(
-                "Live streams per instance",
-                [
-                    _labelled(
-                        near_cap.metric, "Live streams per instance (ActiveStreams, Average)"
-                    ),
-                    _labelled(
-                        bm.metric_active_streams_busiest_instance(),
-                        "Busiest instance (ActiveStreams, Maximum)",
-                    ),
-                ],
-                lines,
-                right=[bm.metric_streams_started(), bm.metric_streams_rejected()],
-                label="streams",
-            )
-        )
-        first_delta = rules["TimeToFirstDeltaP90"]
-        graphs.append(
-            _graph(
-                "Time to first delta (ms)",
-                [bm.metric_time_to_first_delta("p50"), first_delta.metric],
-                [_alarm_line(first_delta, first_delta.threshold, "ms")],
-                label="ms",
-            )
-        )
+        graphs += _stream_graphs(item, item.bridge, bm, rules)
     else:
         graphs.append(
             _graph(
@@ -277,43 +221,119 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
                 label="requests / minute",
             )
         )
+    graphs.append(_latency_graph(rules))
+    graphs.append(_errors_graph(rules, bridge=bm is not None))
+    graphs.append(_usage_graph(rules, gpus, vcpus))
+    graphs.append(_instances_graph(item, rules))
+    rows: list[list[cloudwatch.IWidget]] = [[header]]
+    return rows + [graphs[i : i + 3] for i in range(0, len(graphs), 3)]
 
-    # Latency: SageMaker reports µs; the graph shows ms, and the alarm lines are converted back to
-    # ms.
-    model, overhead = rules["ModelLatencyP90"], rules["OverheadLatencyP90"]
-    graphs.append(
-        _graph(
-            "Latency p90 (ms)",
-            [
-                cloudwatch.MathExpression(
-                    period=model.metric.period,
-                    expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
-                    using_metrics={"model": model.metric},
-                    label="ModelLatency p90 (ms)",
-                ),
-                cloudwatch.MathExpression(
-                    period=overhead.metric.period,
-                    expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
-                    using_metrics={"overhead": overhead.metric},
-                    label="OverheadLatency p90 (ms)",
-                ),
-            ],
-            [
-                _alarm_line(model, model.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
-                _alarm_line(overhead, overhead.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
-            ],
-            label="ms",
-        )
+
+def _header(item: DashboardEndpoint) -> cloudwatch.TextWidget:
+    """The endpoint's title, name, instance types and instance range."""
+    described = []
+    for instance_type in item.instance_types:
+        spec = instance_types.lookup(instance_type)
+        assert spec is not None  # alarm_rules raised otherwise
+        described.append(f"{instance_type} ({spec.gpus} x {spec.gpu_model}, {spec.vcpus} vCPUs)")
+    return cloudwatch.TextWidget(
+        markdown=(
+            f"## {item.title}: `{item.endpoint_name}`\n{', else '.join(described)}, "
+            f"{item.min_capacity}-{item.max_capacity} instances. Red lines are alarm thresholds."
+        ),
+        width=24,
+        height=2,
     )
 
-    # Errors per 5 minutes, the alarms' window.
+
+def _stream_graphs(
+    item: DashboardEndpoint,
+    bridge: BridgeAlarmThresholds,
+    bm: BridgeMetrics,
+    rules: dict[str, AlarmRule],
+) -> list[cloudwatch.IWidget]:
+    """The bridge's graphs: live streams per instance (the stream cap, the near-cap alarm and the
+    scaling target drawn) and the time to first delta."""
+    near_cap = rules["ActiveStreamsNearCap"]
+    lines = [
+        cloudwatch.HorizontalAnnotation(
+            value=bridge.stream_cap,
+            label=f"stream cap {bridge.stream_cap}",
+            color=LIMIT_COLOR,
+        ),
+        _alarm_line(near_cap, near_cap.threshold, "streams"),
+    ]
+    if item.scaling_target is not None:
+        lines.append(
+            cloudwatch.HorizontalAnnotation(
+                value=item.scaling_target,
+                label=f"scaling target {item.scaling_target:g}",
+                color=TARGET_COLOR,
+            )
+        )
+    streams = _graph(
+        "Live streams per instance",
+        [
+            _labelled(near_cap.metric, "Live streams per instance (ActiveStreams, Average)"),
+            _labelled(
+                bm.metric_active_streams_busiest_instance(),
+                "Busiest instance (ActiveStreams, Maximum)",
+            ),
+        ],
+        lines,
+        right=[bm.metric_streams_started(), bm.metric_streams_rejected()],
+        label="streams",
+    )
+    first_delta = rules["TimeToFirstDeltaP90"]
+    return [
+        streams,
+        _graph(
+            "Time to first delta (ms)",
+            [bm.metric_time_to_first_delta("p50"), first_delta.metric],
+            [_alarm_line(first_delta, first_delta.threshold, "ms")],
+            label="ms",
+        ),
+    ]
+
+
+def _latency_graph(rules: dict[str, AlarmRule]) -> cloudwatch.GraphWidget:
+    """ModelLatency and OverheadLatency p90: SageMaker reports µs; the graph shows ms, and the alarm
+    lines are converted back to ms."""
+    model, overhead = rules["ModelLatencyP90"], rules["OverheadLatencyP90"]
+    return _graph(
+        "Latency p90 (ms)",
+        [
+            cloudwatch.MathExpression(
+                period=model.metric.period,
+                expression=f"model / {MICROSECONDS_PER_MILLISECOND}",
+                using_metrics={"model": model.metric},
+                label="ModelLatency p90 (ms)",
+            ),
+            cloudwatch.MathExpression(
+                period=overhead.metric.period,
+                expression=f"overhead / {MICROSECONDS_PER_MILLISECOND}",
+                using_metrics={"overhead": overhead.metric},
+                label="OverheadLatency p90 (ms)",
+            ),
+        ],
+        [
+            _alarm_line(model, model.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
+            _alarm_line(overhead, overhead.threshold / MICROSECONDS_PER_MILLISECOND, "ms"),
+        ],
+        label="ms",
+    )
+
+
+def _errors_graph(rules: dict[str, AlarmRule], bridge: bool) -> cloudwatch.GraphWidget:
+    """Errors per 5 minutes, the alarms' window (the bridge's too, with ``bridge``), and the
+    rollback alarm's 5XX error rate."""
     errors_5xx, errors_4xx = rules["Invocation5XXErrors"], rules["Invocation4XXErrors"]
     error_metrics = [errors_5xx.metric, errors_4xx.metric]
     error_lines = [
         _alarm_line(errors_5xx, errors_5xx.threshold, ""),
         _alarm_line(errors_4xx, errors_4xx.threshold, ""),
     ]
-    if bm is not None:
+    if bridge:
         error_metrics += [rules["UpstreamErrors"].metric, rules["StreamsRejected"].metric]
     # The rollback alarm's 5XX error rate (a fraction per minute), drawn in percent on the right
     # axis.
@@ -330,21 +350,22 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
             )
         )
         rate_lines.append(_alarm_line(rate, rate.threshold * 100, "% (rolls updates back)"))
-    graphs.append(
-        _graph(
-            "Errors (per 5 minutes)",
-            error_metrics,
-            error_lines,
-            right=rate_metrics,
-            label="count",
-            right_annotations=rate_lines,
-            right_label="% of requests" if rate_metrics else "",
-        )
+    return _graph(
+        "Errors (per 5 minutes)",
+        error_metrics,
+        error_lines,
+        right=rate_metrics,
+        label="count",
+        right_annotations=rate_lines,
+        right_label="% of requests" if rate_metrics else "",
     )
 
-    # Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the
-    # settings' percents. Each line is the alarm's own metric (statistic and period: Maximum for GPU
-    # memory, memory and disk), so the graph shows what the alarm evaluates.
+
+def _usage_graph(rules: dict[str, AlarmRule], gpus: int, vcpus: int) -> cloudwatch.GraphWidget:
+    """Utilisation in percent of capacity: GPU metrics / GPUs, CPU / vCPUs; alarm lines are the
+    settings' percents."""
+    # Each line is the alarm's own metric (statistic and period: Maximum for GPU memory, memory and
+    # disk), so the graph shows what the alarm evaluates.
     usage: list[cloudwatch.IMetric] = []
     usage_lines: list[cloudwatch.HorizontalAnnotation] = []
     if gpus:
@@ -364,28 +385,28 @@ def endpoint_rows(item: DashboardEndpoint) -> list[list[cloudwatch.IWidget]]:
         _alarm_line(rules["MemoryUtilization"], rules["MemoryUtilization"].threshold, "%"),
         _alarm_line(rules["DiskUtilization"], rules["DiskUtilization"].threshold, "%"),
     ]
-    graphs.append(_graph("GPU and memory use (% of capacity)", usage, usage_lines, label="%"))
+    return _graph("GPU and memory use (% of capacity)", usage, usage_lines, label="%")
 
+
+def _instances_graph(
+    item: DashboardEndpoint, rules: dict[str, AlarmRule]
+) -> cloudwatch.GraphWidget:
+    """Instances reporting, with the range and the health alarm's line."""
     health = rules["EndpointHealth"]
-    graphs.append(
-        _graph(
-            "Instances",
-            [_labelled(health.metric, "Instances (CPUUtilization samples per minute)")],
-            [
-                cloudwatch.HorizontalAnnotation(
-                    value=item.max_capacity, label=f"max {item.max_capacity}", color=LIMIT_COLOR
-                ),
-                cloudwatch.HorizontalAnnotation(
-                    value=item.min_capacity, label=f"min {item.min_capacity}", color=LIMIT_COLOR
-                ),
-                _alarm_line(health, health.threshold, "(below: no instance)"),
-            ],
-            label="instances",
-        )
+    return _graph(
+        "Instances",
+        [_labelled(health.metric, "Instances (CPUUtilization samples per minute)")],
+        [
+            cloudwatch.HorizontalAnnotation(
+                value=item.max_capacity, label=f"max {item.max_capacity}", color=LIMIT_COLOR
+            ),
+            cloudwatch.HorizontalAnnotation(
+                value=item.min_capacity, label=f"min {item.min_capacity}", color=LIMIT_COLOR
+            ),
+            _alarm_line(health, health.threshold, "(below: no instance)"),
+        ],
+        label="instances",
     )
-
-    rows: list[list[cloudwatch.IWidget]] = [[header]]
-    return rows + [graphs[i : i + 3] for i in range(0, len(graphs), 3)]
 
 
 def _statistic(rule: AlarmRule) -> str:

@@ -1,10 +1,11 @@
-"""The agent's IAM statements for Bedrock and its alarm rules, without synthesizing an app."""
+"""The agent's IAM statements for Bedrock, without synthesizing an app (its alarm rules:
+test_monitoring.py)."""
 
 from __future__ import annotations
 
 from aws_cdk import App, Stack
 
-from constructs_lib.agent.service import ALARM_RULE_NAMES, agent_alarm_rules, bedrock_statements
+from constructs_lib.agent.service import bedrock_statements
 
 
 def test_a_model_id_is_granted_in_the_stack_region_and_a_profile_with_its_model_anywhere():
@@ -28,15 +29,3 @@ def test_a_model_id_is_granted_in_the_stack_region_and_a_profile_with_its_model_
         ":bedrock:*::foundation-model/amazon.nova-lite-v1:0"
     )
     assert model.to_statement_json()["Action"] == "bedrock:InvokeModelWithResponseStream"
-
-
-def test_alarm_rules_name_their_metrics_and_thresholds():
-    rules = {rule.name: rule for rule in agent_alarm_rules("Prefix", 1200.0)}
-    assert tuple(rules) == ALARM_RULE_NAMES
-    assert (
-        rules["voice-to-voice-p95"].threshold,
-        rules["voice-to-voice-p95"].evaluation_periods,
-    ) == (1200.0, 5)
-    assert (
-        rules["llm-errors"].metric.metric_name == "LlmErrors" and rules["llm-errors"].threshold == 0
-    )

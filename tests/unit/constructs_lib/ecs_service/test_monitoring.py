@@ -144,10 +144,10 @@ def test_dashboard_rows_of_the_service_and_of_the_bridge():
     ]
 
 
-def test_the_monitoring_imports_no_construct_of_the_service_even_for_type_checking():
+def test_the_monitoring_and_findings_import_no_construct_of_the_service_even_for_type_checking():
     """No import circle with service.py or bridge_service.py, not even one under TYPE_CHECKING."""
     folder = ROOT / "constructs_lib" / "ecs_service"
-    for name in ("monitoring.py", "props.py"):
+    for name in ("monitoring.py", "props.py", "findings.py"):
         imported = {
             node.module
             for node in ast.walk(ast.parse((folder / name).read_text()))
