@@ -142,8 +142,8 @@ IMAGE_FILES = (
             "websocket",
         )
     ),
-    "container/bridge/__init__.py",
-    "container/bridge/task_protection.py",
+    "services/bridge/__init__.py",
+    "services/bridge/task_protection.py",
 )
 IMAGE_CONTEXT = ["*", *(f"!{path}" for path in IMAGE_FILES), "**/__pycache__"]
 #: Alarm names, in the order :meth:`VoiceAgentService.alarm_rules` builds them.

@@ -81,14 +81,14 @@ def test_the_image_copies_exactly_the_modules_the_bot_imports():
     for copy in instructions("COPY"):
         *sources, destination = copy.split()
         folders = {f"{Path(source).parent}/" for source in sources}
-        expected = {"bridge/"} if folders == {"container/bridge/"} else folders
+        expected = {"bridge/"} if folders == {"services/bridge/"} else folders
         assert expected == {destination} or sources == ["requirements-agent.lock"], copy
 
 
 def test_the_trace_reaches_both_targets_protection_and_the_pipeline():
     traced = trace()
     assert {
-        "container/bridge/task_protection.py",
+        "services/bridge/task_protection.py",
         "contracts/agent_metrics.py",
         "voice_client/sagemaker_stream.py",
         "voice_client/realtime/websocket.py",

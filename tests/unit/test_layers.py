@@ -2,7 +2,7 @@
 point down only.
 
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
-    contracts  <  container/bridge    (the bridge image ships the contracts beside it)
+    contracts  <  bridge              (services/: the bridge image ships the contracts beside it)
     contracts  <  voice_client        (the client library)
     contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
                                                    settings, the constructs' facts)
@@ -37,7 +37,7 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "config": ("config", frozenset({"contracts", "constructs_lib"})),
     "stacks": ("stacks", frozenset({"contracts", "constructs_lib", "config"})),
     "app": ("app.py", frozenset({"contracts", "constructs_lib", "config", "stacks"})),
-    "bridge": ("container/bridge", frozenset({"contracts"})),
+    "bridge": ("services/bridge", frozenset({"contracts"})),
     "voice_client": ("voice_client", frozenset({"contracts"})),
     "voicectl": ("voicectl", frozenset({"contracts", "voice_client"})),
     "connect_consumer": ("services/connect_consumer", frozenset({"contracts", "voice_client"})),
@@ -64,10 +64,9 @@ EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
         "build's own code",
     ),
 }
-#: Where each part's import root is, when not the repository's root (the bridge's package is
-#: ``bridge``, on the path from container/; the consumer's from services/; the dev tools' from
-#: devtools/).
-IMPORT_ROOTS = {"bridge": "container", "connect_consumer": "services", "voice_devtools": "devtools"}
+#: Where each part's import root is, when not the repository's root (the services' packages,
+#: ``bridge`` and ``connect_consumer``, from services/; the dev tools' from devtools/).
+IMPORT_ROOTS = {"bridge": "services", "connect_consumer": "services", "voice_devtools": "devtools"}
 IMPORT_NAMES = {"app": "app"}
 
 
