@@ -240,7 +240,7 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		services/connect_consumer/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tools/agents-overrides.txt \
+		services/agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tools/agents-overrides.txt \
 		-o requirements-agent.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tools/scan-requirements.in -o requirements-scan.lock

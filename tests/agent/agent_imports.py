@@ -1,6 +1,7 @@
 """Print, as JSON, what the bot's process imports (as consumer_imports.py does for the Connect
 consumer, whose import follower this reuses). Run as a script from the repository root with
-``services`` on the path (the image puts the bridge's task protection module at /app/bridge).
+``services`` on the path (the image's PYTHONPATH, /app/services, holds the bot and the bridge's task
+protection module).
 
 Passes: the bot's entry point and server; one session's services built for each target (Voxtral
 on SageMaker and on the ECS target, Bedrock and an OpenAI-compatible LLM) and its pipeline built

@@ -106,8 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--agent",
         action="store_true",
-        help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
-        "(port --bedrock-port) against the local endpoints (make local AGENT=1)",
+        help="also start the voice agent (services/agent/, port --agent-port) and the Bedrock "
+        "stand-in (port --bedrock-port) against the local endpoints (make local AGENT=1)",
     )
     parser.add_argument(
         "--agent-port", type=int, default=8100, help="voice agent port (default: 8100)"
@@ -457,7 +457,9 @@ def agent_parts(
         "AWS_SECRET_ACCESS_KEY": secret,
         "AWS_CA_BUNDLE": str(state / "ca.pem"),
         "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONPATH": str(REPOSITORY),
+        # As the image's /app and /app/services: the root (contracts, voice_client) and services/
+        # (the packages agent and bridge).
+        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(REPOSITORY / "services")]),
     }
     python = sys.executable
     first_token = (
