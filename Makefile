@@ -101,7 +101,7 @@ synth: deps ## write the CloudFormation templates to cdk.out (no AWS account nee
 	$(CDK) synth --quiet $(CDK_ARGS)
 
 # Ruff (pyproject.toml [tool.ruff]: the rules and 100 columns) and pyright in basic mode ([tool.pyright]: config,
-# constructs_lib, container, stacks, voice_client), both pinned (requirements.lock, package-lock.json). Every
+# constructs_lib, services/bridge, stacks, voice_client), both pinned (requirements.lock, package-lock.json). Every
 # command runs and the target fails if any did, so one run shows all three reports. pyright reads the
 # client library's optional imports (Gradio for the mic page, Pipecat and LiveKit for the framework
 # services), so their locks are installed first, as for make test.
@@ -231,7 +231,7 @@ verify: synth ## check (read-only) that each endpoint is InService on the Endpoi
 
 lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's requirements.txt
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra dev \
-		pyproject.toml container/requirements.txt -o requirements.lock
+		pyproject.toml services/bridge/requirements.txt -o requirements.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra mic \
 		--extra browser-test pyproject.toml -c requirements.lock -o $(MIC_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes --extra pipecat \
@@ -240,7 +240,7 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		services/connect_consumer/requirements.in -c requirements.lock -o $(CONNECT_LOCK)
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
-		agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tools/agents-overrides.txt \
+		services/agent/requirements.in -c requirements.lock -c $(AGENTS_LOCK) --override tools/agents-overrides.txt \
 		-o requirements-agent.lock
 	$(PY) -m uv pip compile --quiet --universal --python-version 3.12 --generate-hashes \
 		tools/scan-requirements.in -o requirements-scan.lock

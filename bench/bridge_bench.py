@@ -2,8 +2,10 @@
 run.
 
 For each stream count N (default 16, 64, 200), each of `--repeats` runs, and each bridge version
-given with `--bridge LABEL=DIR` (a `container/` directory; default: this checkout's), back to back
-in that order (A, B, A, B, ...), so that the versions share the machine's load:
+given with `--bridge LABEL=DIR` (DIR: the folder that holds the package `bridge/`, a checkout's
+`services/`, or `container/` in a checkout from before services/; default: this checkout's
+`services/`), back to back in that order (A, B, A, B, ...), so that the versions share the
+machine's load:
 
 1. Start the fake vLLM (devtools/voice_devtools/local/fake_vllm.py of this checkout, generating as
    vLLM does: a delta per 80 ms of audio once 0.6 s is buffered) and a fresh bridge (`python -m
@@ -85,10 +87,10 @@ fake's (devtools/voice_devtools/local/fake_vllm.py): a longer `--unpaced-seconds
 dead stream."""
 TRANSCRIPTION_DONE_MARKER = '"type":"transcription.done"'
 """How a generation's end reads in vLLM's compact JSON (pydantic's `model_dump_json`;
-container/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, devtools/voice_devtools/local/fake_vllm.py
+services/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, devtools/voice_devtools/local/fake_vllm.py
 send_event); the bridge relays it unchanged."""
 TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
-"""How a delta reads in the same JSON (container/bridge/stream.py _DELTA_MARKER)."""
+"""How a delta reads in the same JSON (services/bridge/stream.py _DELTA_MARKER)."""
 CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 
@@ -425,7 +427,7 @@ async def unpaced_phase(
 
 async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
     """Wait until GET `path` on `port` answers 200."""
-    sys.path.insert(0, str(REPO / "container"))
+    sys.path.insert(0, str(REPO / "services"))
     from bridge.health import http_get
 
     deadline = time.monotonic() + timeout_s
@@ -438,9 +440,10 @@ async def wait_ready(port: int, path: str, timeout_s: float = 20) -> None:
 
 
 def bridge_process_env(bridge_dir: Path, **settings: object) -> dict[str, str]:
-    """The environment of a bridge run as `python -m bridge` from `bridge_dir` (a checkout's
-    container/): this process's, that checkout's root on PYTHONPATH (the bridge imports the
-    contracts/ beside it) and `settings` (fields of contracts.bridge_env.BridgeEnvironment)."""
+    """The environment of a bridge run as `python -m bridge` from `bridge_dir` (the folder that
+    holds the package: a checkout's services/, or container/ before services/): this process's,
+    that checkout's root on PYTHONPATH (the bridge imports the contracts/ there) and `settings`
+    (fields of contracts.bridge_env.BridgeEnvironment)."""
     return {
         **os.environ,
         "PYTHONPATH": str(bridge_dir.resolve().parent),
@@ -690,14 +693,14 @@ def targets(new: dict[str, float], old: dict[str, float] | None) -> list[tuple[s
 
 
 def parse_bridges(values: list[str]) -> list[tuple[str, Path]]:
-    """`LABEL=DIR` arguments as (label, absolute container directory), checked to hold a bridge
-    package."""
+    """`LABEL=DIR` arguments as (label, absolute folder holding the package `bridge/`: a checkout's
+    services/, or container/ before services/), checked to hold a bridge package."""
     bridges = []
     for value in values:
         label, sep, directory = value.partition("=")
         if not sep or not label:
             raise SystemExit(
-                f"--bridge {value!r}: expected LABEL=DIR, e.g. old=../bridge-base/container"
+                f"--bridge {value!r}: expected LABEL=DIR, e.g. old=../bridge-base/services"
             )
         path = Path(directory).resolve()
         if not (path / "bridge" / "__main__.py").is_file():
@@ -742,8 +745,8 @@ def main() -> None:
         action="append",
         default=[],
         metavar="LABEL=DIR",
-        help="a bridge version to measure: its container/ directory (repeat; default: this "
-        "checkout's)",
+        help="a bridge version to measure: the folder holding its package bridge/, a checkout's "
+        "services/ (container/ before services/; repeat; default: this checkout's services/)",
     )
     parser.add_argument(
         "--token",
@@ -753,7 +756,7 @@ def main() -> None:
         "measured",
     )
     args = parser.parse_args()
-    bridges = parse_bridges(args.bridge) or [("this", REPO / "container")]
+    bridges = parse_bridges(args.bridge) or [("this", REPO / "services")]
     try:
         import uvloop
 

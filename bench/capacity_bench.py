@@ -245,7 +245,7 @@ async def local_bridge(max_streams: int):
         stdout=subprocess.DEVNULL,
     )
     bridge_env = bridge_process_env(
-        REPO / "container",
+        REPO / "services",
         host="127.0.0.1",
         port=bridge_port,
         vllm_port=vllm_port,
@@ -256,7 +256,7 @@ async def local_bridge(max_streams: int):
     )
     bridge = subprocess.Popen(  # noqa: ASYNC220
         [sys.executable, "-m", "bridge"],
-        cwd=REPO / "container",
+        cwd=REPO / "services",
         env=bridge_env,
         stdout=subprocess.DEVNULL,
     )

@@ -5,7 +5,7 @@ with the client's SageMaker transport (awscrt HTTP/2, TLS, SigV4-signed events),
     .venv/bin/python bench/local_runtime_bench.py [--appends 200] [--repeats 3]
 
 Everything runs in this process's event loop except awscrt's own I/O thread: the fake vLLM (one
-delta per append), the bridge (container/bridge) and the front door. Printed per path:
+delta per append), the bridge (services/bridge) and the front door. Printed per path:
 append-to-delta round trip p50 / p99 in ms (medians over the repeats), and the time to open a stream
 (first ``session.created``) in ms.
 """
@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "container")]
+sys.path[:0] = [str(ROOT), str(ROOT / "services")]
 
 from voice_client.realtime import (  # noqa: E402
     WebSocketTransport,

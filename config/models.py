@@ -32,9 +32,12 @@ VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
 #: the settings check it).
 VOXTRAL_DEFAULT_AMI = "al2023-ami-sagemaker-inference-gpu-4-1"
 
-#: The bridge image's build context: ``cdk synth`` builds ``container/`` as an asset unless
-#: ``voxtral.image_uri`` is set.
-BRIDGE_CONTAINER_DIR = Path(__file__).resolve().parent.parent / "container"
+#: The repository's root: the bridge image's build context, of which the image takes the bridge's
+#: folder and contracts/ (constructs_lib/artifacts/bridge_image.py).
+BRIDGE_CONTEXT_DIR = Path(__file__).resolve().parent.parent
+#: The bridge's folder (the package ``bridge``, its Dockerfile and requirements): ``cdk synth``
+#: builds its image as an asset unless ``voxtral.image_uri`` is set.
+BRIDGE_CONTAINER_DIR = BRIDGE_CONTEXT_DIR / "services" / "bridge"
 
 
 def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
@@ -45,6 +48,15 @@ def bridge_base_image(container_dir: Path = BRIDGE_CONTAINER_DIR) -> str | None:
         return dockerfile_base_image((container_dir / "Dockerfile").read_text())
     except (OSError, ValueError):
         return None
+
+
+def shown_dockerfile(container_dir: Path) -> str:
+    """``container_dir/Dockerfile`` as a message names it: relative to the repository when inside
+    it (``services/bridge/Dockerfile``), else in full."""
+    dockerfile = Path(container_dir).resolve() / "Dockerfile"
+    if dockerfile.is_relative_to(BRIDGE_CONTEXT_DIR):
+        return dockerfile.relative_to(BRIDGE_CONTEXT_DIR).as_posix()
+    return str(dockerfile)
 
 
 #: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; contracts/bridge_env.py).

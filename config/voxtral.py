@@ -21,6 +21,7 @@ from config.models import (
     VOXTRAL_TRANSCRIPTION_DELAYS_MS,
     bridge_base_image,
     first_delta_floor_ms,
+    shown_dockerfile,
 )
 from constructs_lib.facts import capacity, cuda_compat, instance_types
 from constructs_lib.facts.names import (
@@ -64,8 +65,8 @@ class VoxtralSettings(EndpointSettings):
     #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = the prefix
     #: ``s3://<model bucket>/models/<model id>/<revision>/`` in the stack's model bucket.
     model_s3_uri: str | None = None
-    #: A prebuilt bridge image in ECR (same Region); None = build ``container/`` as an asset (needs
-    #: Docker at deploy) and copy it into the stack's repository.
+    #: A prebuilt bridge image in ECR (same Region); None = build ``services/bridge/`` as an asset
+    #: (needs Docker at deploy) and copy it into the stack's repository.
     image_uri: str | None = None
     #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h).
     max_model_len: int = 45000
@@ -168,7 +169,7 @@ class VoxtralSettings(EndpointSettings):
             image, source = self.image_uri, "voxtral.image_uri"
         else:
             image = bridge_base_image(container_dir)
-            source = f"the base image of {container_dir.name}/Dockerfile"
+            source = f"the base image of {shown_dockerfile(container_dir)}"
         return cuda_compat.check_image(
             image, source, self.inference_ami_version, self.instance_type
         )

@@ -24,7 +24,7 @@ One folder per family, each with a README (what it is, its props and their defau
   ``cleanup.py`` (the custom resources that let ``cdk destroy`` finish), shared by the families.
 
 The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``,
-``container``), and each name below is imported on first use: the CDK-free modules (props, checks,
+``services``), and each name below is imported on first use: the CDK-free modules (props, checks,
 :mod:`constructs_lib.facts`, and the model staging code in ``artifacts/model_staging_build``) load
 without ``aws_cdk``, which the settings layer and ``voicectl`` rely on. The package folders import
 nothing on their own for the same reason.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from aws_cdk import App, Environment, Stack, Tags
 
-from config.models import BRIDGE_CONTAINER_DIR
+from config.models import BRIDGE_CONTAINER_DIR, BRIDGE_CONTEXT_DIR
 from config.settings import Settings, SettingsError
 from constructs_lib.connect.props import INSTANCE_ARN_PATTERN
 from stacks.agent_stack import AgentStack
@@ -25,6 +25,7 @@ from stacks.voxtral_ecs_stack import VoxtralEcsStack
 from stacks.voxtral_stack import VoxtralStack
 
 CONTAINER_DIR = BRIDGE_CONTAINER_DIR
+CONTEXT_DIR = BRIDGE_CONTEXT_DIR
 
 
 @dataclass(frozen=True)
@@ -78,7 +79,12 @@ def _refuse_another_accounts_instance(settings: Settings, account: str | None) -
         )
 
 
-def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR) -> VoiceApp:
+def build_app(
+    app: App,
+    settings: Settings,
+    container_dir: Path = CONTAINER_DIR,
+    context_dir: Path = CONTEXT_DIR,
+) -> VoiceApp:
     """Add the enabled stacks to ``app``. Stack names:
     ``<stack_name_prefix>-Operations|-Artifacts|-Voxtral|-Sonic`` (Operations, the alarm topic and
     dashboard, always; the endpoint stacks import its topic), and ``-Foundation`` (data key and VPC)
@@ -120,6 +126,7 @@ def build_app(app: App, settings: Settings, container_dir: Path = CONTAINER_DIR)
             settings=settings,
             foundation=foundation,
             container_dir=container_dir,
+            context_dir=context_dir,
             env=env,
             description="Real-time voice on SageMaker: bridge image repository and model bucket",
         )

@@ -26,6 +26,7 @@ class ArtifactsStack(Stack):
         settings: Settings,
         foundation: Foundation,
         container_dir: Path,
+        context_dir: Path | None = None,
         **kwargs,
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
@@ -40,6 +41,7 @@ class ArtifactsStack(Stack):
             "BridgeImage",
             BridgeImageProps(
                 container_dir=container_dir,
+                context_dir=context_dir,
                 prebuilt_image_uri=voxtral.image_uri,
                 retain_data=settings.retain_data,
                 encryption_key=key if foundation.encrypts_repository else None,

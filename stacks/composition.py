@@ -354,8 +354,8 @@ def bridge_environment(settings: Settings, instance_type: str | None = None) -> 
     on SageMaker; on ECS the service construct).
 
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's
-    entrypoint); the rest configures the bridge (container/README.md). No secrets. The stream cap
-    (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
+    entrypoint); the rest configures the bridge (services/bridge/README.md). No secrets. The stream
+    cap (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
     """
     voxtral = settings.voxtral
     planned = (
@@ -387,7 +387,7 @@ def bridge_environment(settings: Settings, instance_type: str | None = None) -> 
         # unchanged.
         vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
         # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
-        # patched copy (container/bridge/entrypoint.py). Left out when unset: no Model changes.
+        # patched copy (services/bridge/entrypoint.py). Left out when unset: no Model changes.
         transcription_delay_ms=voxtral.transcription_delay_ms,
         # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge
         # divides vLLM's reported num_gpu_blocks by it and lowers its stream cap when vLLM holds

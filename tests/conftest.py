@@ -298,7 +298,7 @@ GC_THRESHOLD_0 = 10_000
 def pytest_collection_finish(session) -> None:
     """Collect once, freeze what collection left, and run the cyclic collector less often (``gc``
     documentation: ``freeze``, ``set_threshold``), as the bridge does after its start-up
-    (container/bridge/__main__.py).
+    (services/bridge/__main__.py).
 
     A test process holds a large heap that lives as long as it does: the test modules, aws_cdk's
     generated classes, moto's backends, cfn-lint's schemas. With Python's defaults, every full

@@ -97,13 +97,13 @@ SCALE_IN_COOLDOWN = Duration.minutes(10)
 #: reported by third parties, not AWS documentation: unconfirmed).
 BIDI_PORT = 8443
 HTTPS = 443
-#: The image's build context (the repository root): only what agent/Dockerfile copies, i.e. the
-#: lock and the modules the bot imports (tests/agent/test_agent_image.py checks both).
+#: The image's build context (the repository root): only what services/agent/Dockerfile copies,
+#: i.e. the lock and the modules the bot imports (tests/agent/test_agent_image.py checks both).
 IMAGE_FILES = (
-    "agent/Dockerfile",
+    "services/agent/Dockerfile",
     "requirements-agent.lock",
     *(
-        f"agent/{name}.py"
+        f"services/agent/{name}.py"
         for name in ("__init__", "__main__", "llm", "metrics", "protocol", "server", "session")
     ),
     "contracts/__init__.py",
@@ -148,8 +148,8 @@ IMAGE_FILES = (
             "websocket",
         )
     ),
-    "container/bridge/__init__.py",
-    "container/bridge/task_protection.py",
+    "services/bridge/__init__.py",
+    "services/bridge/task_protection.py",
 )
 IMAGE_CONTEXT = ["*", *(f"!{path}" for path in IMAGE_FILES), "**/__pycache__"]
 
@@ -163,7 +163,8 @@ class VoiceAgentServiceProps:
             dimensions); its limits must equal ``sizing``'s.
         sizing: task size, task range and session limits.
         image_directory: the Docker build context (the repository root); the image is built from
-            ``agent/Dockerfile`` with only what it copies in the context (:data:`IMAGE_CONTEXT`).
+            ``services/agent/Dockerfile`` with only what it copies in the context
+            (:data:`IMAGE_CONTEXT`).
         vpc: where the tasks and the load balancer go. subnets: the tasks' subnets (and an internal
             load balancer's); empty = the VPC's private subnets with egress.
         private: the subnets have no route to the internet (network.mode=vpc): the tasks' egress is
@@ -396,7 +397,7 @@ class VoiceAgentService(Construct):
         )
         image = ecs.ContainerImage.from_asset(
             props.image_directory,
-            file="agent/Dockerfile",
+            file="services/agent/Dockerfile",
             platform=ecr_assets.Platform.LINUX_AMD64,
             exclude=IMAGE_CONTEXT,
         )

@@ -33,21 +33,22 @@ from constructs_lib.validation import Problems
 KEEP_NEWEST_IMAGES = 10
 #: Memory of cdk-ecr-deployment's copy Lambda in MiB: the vLLM base image is several GB of layers.
 COPY_MEMORY_MIB = 2048
-#: The folder beside the bridge's that its image needs too: the contracts the bridge imports
-#: (contracts/).
+#: The folder of the build context that the bridge's image needs besides the bridge's: the
+#: contracts the bridge imports (contracts/).
 CONTRACTS_DIR_NAME = "contracts"
 #: Left out of the image's build context (and so of its asset hash) wherever they are: Python's
 #: bytecode caches.
 BYTECODE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
 
 
-def context_exclude(container_dir_name: str) -> list[str]:
+def context_exclude(container_path: str) -> list[str]:
     """The build context's exclusions (.dockerignore rules, the last match wins): everything in the
-    context (the bridge folder's parent) but the bridge folder and :data:`CONTRACTS_DIR_NAME`, then
-    bytecode within those."""
+    context but the bridge's folder (``container_path``, relative to the context, ``/``-separated:
+    ``bridge`` or ``services/bridge``) and :data:`CONTRACTS_DIR_NAME`, then bytecode within
+    those."""
     kept = [
         f"!{name}{suffix}"
-        for name in (container_dir_name, CONTRACTS_DIR_NAME)
+        for name in (container_path, CONTRACTS_DIR_NAME)
         for suffix in ("", "/**")
     ]
     return ["*", *kept, *BYTECODE_EXCLUDE]
@@ -58,55 +59,97 @@ class BridgeImageProps:
     """Props of :class:`BridgeImage`.
 
     Attributes:
-        container_dir: the bridge's folder (this project's ``container/``), with its
-            ``Dockerfile``, beside the contracts it imports (``contracts/``). The build context is
-            their parent, of which only these two folders go in (:func:`context_exclude`); the
-            Dockerfile copies from both.
+        container_dir: the bridge's folder, with its ``Dockerfile`` (this project's
+            ``services/bridge/``). The Dockerfile copies from it and from the contracts the bridge
+            imports (``contracts/``), by their paths in the build context.
         prebuilt_image_uri: an image already in ECR (in the stack's Region); when set no asset is
-            built or copied. One of ``container_dir`` and ``prebuilt_image_uri`` is required.
+            built or copied (``container_dir`` and ``context_dir`` are then not used). One of
+            ``container_dir`` and ``prebuilt_image_uri`` is required.
         retain_data: keep the repository and its images on ``cdk destroy``. Default: false
             (emptied and deleted).
         encryption_key: a customer managed key for the repository (KMS encryption). Changing a
             repository's encryption replaces it (AWS::ECR::Repository EncryptionConfiguration:
             "Update requires: Replacement"), so an existing deployment should opt in knowingly.
             Default: AES-256 (SSE-S3).
+        context_dir: the image's build context: a folder that holds ``contracts/`` and, at any
+            depth, ``container_dir`` (this project's root). Only those two folders of it go in
+            (:func:`context_exclude`). Default: ``container_dir``'s parent (the bridge's folder
+            beside ``contracts/``).
     """
 
     container_dir: Path | None = None
     prebuilt_image_uri: str | None = None
     retain_data: bool = False
     encryption_key: kms.IKey | None = None
+    context_dir: Path | None = None
+
+    @property
+    def build_context(self) -> Path | None:
+        """The build context: ``context_dir``, else ``container_dir``'s parent (None without
+        either)."""
+        if self.context_dir is not None:
+            return Path(self.context_dir)
+        return None if self.container_dir is None else Path(self.container_dir).parent
 
     def problems(self, p: Problems, region: str | None = None) -> None:
         if self.prebuilt_image_uri is not None:
             check_ecr_image_uri(p, "prebuilt_image_uri", self.prebuilt_image_uri, region)
-        elif self.container_dir is None:
+            return  # no build: container_dir and context_dir are not used
+        if self.container_dir is None:
             p.note(
                 "container_dir or prebuilt_image_uri: give one (a build context or an image "
                 "already in ECR)"
             )
-        elif not (Path(self.container_dir) / "Dockerfile").is_file():
+            return
+        container, context = Path(self.container_dir), self.build_context
+        assert context is not None  # container_dir is set
+        if not (container / "Dockerfile").is_file():
             p.add("container_dir", str(self.container_dir), "must be a folder with a Dockerfile")
-        elif not (Path(self.container_dir).parent / CONTRACTS_DIR_NAME).is_dir():
+        elif self.context_dir is None:
+            if not (context / CONTRACTS_DIR_NAME).is_dir():
+                p.add(
+                    "container_dir",
+                    str(self.container_dir),
+                    f"must sit beside {CONTRACTS_DIR_NAME}/, which the bridge imports (the build "
+                    "context is their parent), or give context_dir: the folder that holds both",
+                )
+        elif not container.resolve().is_relative_to(context.resolve()):
             p.add(
                 "container_dir",
                 str(self.container_dir),
-                f"must sit beside {CONTRACTS_DIR_NAME}/, which the bridge imports (the build "
-                "context is their parent)",
+                f"must be inside context_dir {str(context)!r} (the build context)",
             )
+        elif container.resolve() == context.resolve():
+            p.add(
+                "container_dir",
+                str(self.container_dir),
+                "must be a folder inside context_dir, not context_dir itself",
+            )
+        elif not (context / CONTRACTS_DIR_NAME).is_dir():
+            p.add(
+                "context_dir",
+                str(self.context_dir),
+                f"must hold {CONTRACTS_DIR_NAME}/, which the bridge imports",
+            )
+
+    def container_path(self) -> str:
+        """``container_dir`` relative to the build context, ``/``-separated (validated props)."""
+        assert self.container_dir is not None and self.build_context is not None
+        container = Path(self.container_dir).resolve()
+        return container.relative_to(self.build_context.resolve()).as_posix()
 
 
 class BridgeImage(Construct):
     """ECR repository (scan on push, immutable tags, newest images kept) plus the bridge image in
     it.
 
-    Without ``prebuilt_image_uri`` the build context (``container_dir`` and ``contracts/`` of their
-    parent) becomes a ``DockerImageAsset`` for ``linux/amd64`` and cdk-ecr-deployment copies it
-    from the CDK assets repository into this repository under the asset hash as tag, so every
-    change of ``container/`` or ``contracts/`` yields a new, immutable tag. The copy takes only the
-    amd64 image manifest (``copy_image_index`` off), never an OCI image index: SageMaker rejects an
-    index, which is what a build with provenance attestations produces (the Makefile also sets
-    ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
+    Without ``prebuilt_image_uri`` the build context (``container_dir`` and ``contracts/`` of
+    ``context_dir``) becomes a ``DockerImageAsset`` for ``linux/amd64`` and cdk-ecr-deployment
+    copies it from the CDK assets repository into this repository under the asset hash as tag, so
+    every change of the bridge's folder or ``contracts/`` yields a new, immutable tag. The copy
+    takes only the amd64 image manifest (``copy_image_index`` off), never an OCI image index:
+    SageMaker rejects an index, which is what a build with provenance attestations produces (the
+    Makefile also sets ``BUILDX_NO_DEFAULT_ATTESTATIONS=1``).
 
     Attributes:
         repository: the bridge repository.
@@ -151,19 +194,19 @@ class BridgeImage(Construct):
             self.image_uri = props.prebuilt_image_uri
             return
 
-        assert props.container_dir is not None  # validated: one of the two is set
-        container_dir = Path(props.container_dir)
+        assert props.build_context is not None  # validated: one of the two is set
+        container_path = props.container_path()
         asset = ecr_assets.DockerImageAsset(
             self,
             "Asset",
-            directory=str(container_dir.parent),
-            file=f"{container_dir.name}/Dockerfile",
+            directory=str(props.build_context),
+            file=f"{container_path}/Dockerfile",
             platform=ecr_assets.Platform.LINUX_AMD64,
             # Only the bridge's folder and the contracts, without bytecode: bytecode that running
             # the bridge or its tests leaves beside the sources changed the asset hash, so a deploy
             # after `make test` rebuilt the image and updated the endpoint; anything else of the
             # repository would do the same.
-            exclude=context_exclude(container_dir.name),
+            exclude=context_exclude(container_path),
         )
         self.tag = tag = asset.asset_hash
         self.image_uri = self.repository.repository_uri_for_tag(tag)

@@ -530,8 +530,8 @@ class ConnectTranscription(Construct):
                 file="services/connect_consumer/Dockerfile",
                 platform=ecr_assets.Platform.LINUX_AMD64,
                 exclude=[
+                    # services/ holds the other services' images too: only the consumer's folder.
                     "*",
-                    "!services",
                     "!services/connect_consumer",
                     "!services/connect_consumer/**",
                     "!voice_client",

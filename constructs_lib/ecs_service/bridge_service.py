@@ -47,7 +47,7 @@ from contracts.bridge_env import DEFAULT_MODEL_CACHE_DIR, BridgeEnvironment
 WEBSOCKET_PATH = realtime.STREAM_PATH
 #: Where each instance keeps its copy of the weights; the container sees it at
 #: :data:`CONTAINER_CACHE_DIR` (the bridge's default MODEL_CACHE_DIR). A host directory (a bind
-#: mount), so a second task on the same instance reuses the copy (container/bridge/weights.py).
+#: mount), so a second task on the same instance reuses the copy (services/bridge/weights.py).
 HOST_CACHE_DIR = "/var/lib/realtime-voice/weights"
 CONTAINER_CACHE_DIR = DEFAULT_MODEL_CACHE_DIR
 #: The task definition's volume of the weights' host copy.

@@ -86,7 +86,7 @@ GPU_METRICS_NAMESPACE_SUFFIX = "/Gpu"
 #: for long.
 ECS_MAX_STOP_TIMEOUT_S = 120
 #: Seconds the bridge may take past DRAIN_S to close its streams and stop vLLM
-#: (container/bridge/entrypoint.py: BRIDGE_EXIT_GRACE_S 3 s + VLLM_STOP_TIMEOUT_S 5 s, rounded up).
+#: (services/bridge/entrypoint.py: BRIDGE_EXIT_GRACE_S 3 s + VLLM_STOP_TIMEOUT_S 5 s, rounded up).
 BRIDGE_EXIT_AFTER_DRAIN_S = 10
 #: ALB idle timeout range (Elastic Load Balancing, "Connection idle timeout": 1-4000 s).
 ALB_IDLE_TIMEOUT_RANGE_S = (1, 4000)

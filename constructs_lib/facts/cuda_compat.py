@@ -333,8 +333,8 @@ _BASE_IMAGE_ARG = re.compile(r"^ARG\s+BASE_IMAGE=(\S+)\s*$", re.MULTILINE)
 
 
 def dockerfile_base_image(dockerfile_text: str) -> str:
-    """The default of ``ARG BASE_IMAGE=...`` in a Dockerfile (container/Dockerfile builds ``FROM
-    ${BASE_IMAGE}``).
+    """The default of ``ARG BASE_IMAGE=...`` in a Dockerfile (services/bridge/Dockerfile builds
+    ``FROM ${BASE_IMAGE}``).
 
     Raises:
         ValueError: the Dockerfile has no such line.

@@ -14,7 +14,7 @@ Three sources, all with the dimensions ``EndpointName`` and ``VariantName``:
   "endpoint instance metrics"). ``CPUUtilization`` runs from 0 to 100 x vCPUs, ``GPUUtilization``
   and ``GPUMemoryUtilization`` from 0 to 100 x GPUs; ``MemoryUtilization`` and ``DiskUtilization``
   from 0 to 100.
-* The bridge's embedded-metric-format metrics (container/bridge/metrics.py), in the namespace the
+* The bridge's embedded-metric-format metrics (services/bridge/metrics.py), in the namespace the
   settings give, flushed once per minute per instance: ActiveStreams, StreamsStarted,
   StreamsRejected, UpstreamErrors (Count), TimeToFirstDelta (Milliseconds), StreamSeconds (Seconds).
 

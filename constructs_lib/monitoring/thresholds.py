@@ -92,7 +92,7 @@ class EndpointAlarmThresholds:
 @dataclass(frozen=True)
 class BridgeAlarmThresholds:
     """Thresholds of the alarms on the bridge's own metrics (the realtime bridge container of
-    ``container/``).
+    ``services/bridge/``).
 
     Attributes:
         namespace: the CloudWatch namespace the bridge writes to (its METRICS_NAMESPACE) (required).

@@ -1,6 +1,7 @@
 """Print, as JSON, what the bot's process imports (as consumer_imports.py does for the Connect
 consumer, whose import follower this reuses). Run as a script from the repository root with
-``container`` on the path (the image puts the bridge's task protection module at /app/bridge).
+``services`` on the path (the image's PYTHONPATH, /app/services, holds the bot and the bridge's task
+protection module).
 
 Passes: the bot's entry point and server; one session's services built for each target (Voxtral
 on SageMaker and on the ECS target, Bedrock and an OpenAI-compatible LLM) and its pipeline built
@@ -20,7 +21,7 @@ import re
 import sys
 from pathlib import Path
 
-#: Our top-level packages (from the root, and the bridge's from container/).
+#: Our top-level packages (from the root, and the bridge's from services/).
 OURS = ("agent", "contracts", "voicectl", "voice_client", "constructs_lib", "config", "bridge")
 BASE_ENV = {
     "AGENT_SONIC_ENDPOINT": "sonic-tts",
@@ -83,5 +84,5 @@ def trace(root: Path) -> dict[str, list[str]]:
 
 
 if __name__ == "__main__":
-    sys.path[:1] = [str(Path.cwd()), str(Path.cwd() / "container")]
+    sys.path[:1] = [str(Path.cwd()), str(Path.cwd() / "services")]
     print(json.dumps(trace(Path.cwd().resolve()), indent=1))

@@ -1,5 +1,5 @@
-"""The bot's image (agent/Dockerfile): exactly the modules the bot imports (an import trace:
-agent_imports.py here), its lock covering their third-party imports, and its entry point. The
+"""The bot's image (services/agent/Dockerfile): exactly the modules the bot imports (an import
+trace: agent_imports.py here), its lock covering their third-party imports, and its entry point. The
 staged build context is checked against the same COPY list in tests/app/test_agent_stack.py."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from tools.staging_requirements import lock_blocks
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCKERFILE = (ROOT / "agent" / "Dockerfile").read_text()
+DOCKERFILE = (ROOT / "services" / "agent" / "Dockerfile").read_text()
 LOCK = ROOT / "requirements-agent.lock"
 TRACER = Path(__file__).with_name("agent_imports.py")
 
@@ -77,18 +77,17 @@ def test_the_image_copies_exactly_the_modules_the_bot_imports():
     traced = trace()
     assert traced["failed"] == []
     assert sorted(path for path in copied_files() if path.endswith(".py")) == traced["modules"]
-    # /app mirrors the repository, but for the bridge's package, top-level as in its own image.
+    # Each COPY lands in the folder its files come from: /app mirrors the repository.
     for copy in instructions("COPY"):
         *sources, destination = copy.split()
         folders = {f"{Path(source).parent}/" for source in sources}
-        expected = {"bridge/"} if folders == {"container/bridge/"} else folders
-        assert expected == {destination} or sources == ["requirements-agent.lock"], copy
+        assert folders == {destination} or sources == ["requirements-agent.lock"], copy
 
 
 def test_the_trace_reaches_both_targets_protection_and_the_pipeline():
     traced = trace()
     assert {
-        "container/bridge/task_protection.py",
+        "services/bridge/task_protection.py",
         "contracts/agent_metrics.py",
         "voice_client/sagemaker_stream.py",
         "voice_client/realtime/websocket.py",
@@ -125,4 +124,8 @@ def test_the_image_installs_the_lock_and_runs_the_bot_as_non_root():
     )
     assert "requirements-agent.lock" in copied_files()
     assert json.loads(instructions("CMD")[0]) == ["python", "-m", "agent"]
+    assert (ROOT / "services" / "agent" / "__main__.py").is_file()
+    # The services' packages (agent, bridge) import from /app/services, as services/ in the tree.
+    assert "PYTHONPATH=/app/services" in instructions("ENV")
+    assert instructions("WORKDIR") == ["/app"]
     assert instructions("USER") == ["10001"]

@@ -311,10 +311,10 @@ def test_the_image_context_holds_what_the_dockerfile_copies_and_nothing_else(pub
     (context,) = [
         path
         for path in public_with_key.outdir.glob("asset.*")
-        if (path / "agent" / "Dockerfile").is_file()
+        if (path / "services" / "agent" / "Dockerfile").is_file()
     ]
     staged = {str(path.relative_to(context)) for path in context.rglob("*") if path.is_file()}
-    assert staged == {*copied_files(), "agent/Dockerfile"}
+    assert staged == {*copied_files(), "services/agent/Dockerfile"}
 
 
 def test_destroy_removes_the_logs_and_the_access_log_bucket(public_with_key):

@@ -32,7 +32,12 @@ README = ROOT / "README.md"
 #: The README and the pages it leads to: every check below covers each of them.
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md")), ROOT / "CONTRIBUTING.md"]
 #: The READMEs of the packages, whose shell blocks and make targets are checked too.
-READMES = [*PAGES, ROOT / "voicectl" / "README.md", ROOT / "container" / "README.md"]
+READMES = [
+    *PAGES,
+    ROOT / "voicectl" / "README.md",
+    ROOT / "services" / "README.md",
+    ROOT / "services" / "bridge" / "README.md",
+]
 #: The construct library's READMEs (its index and one per family, with the props tables): their
 #: links, the paths they name and their line lengths are checked like the pages'.
 LIBRARY_READMES = sorted((ROOT / "constructs_lib").glob("**/README.md"))
@@ -161,7 +166,7 @@ TOP_LEVEL = (
     "stacks/",
     "constructs_lib/",
     "contracts/",
-    "container/",
+    "services/",
     "voicectl/",
     "tests/",
     "bench/",

@@ -12,8 +12,10 @@ import sys
 import sysconfig
 from pathlib import Path
 
-CONTAINER = Path(__file__).resolve().parents[2] / "container"
-DOCKERFILE = (CONTAINER / "Dockerfile").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+#: The bridge's folder: the package ``bridge`` itself, with its Dockerfile and requirements.
+BRIDGE_DIR = ROOT / "services" / "bridge"
+DOCKERFILE = (BRIDGE_DIR / "Dockerfile").read_text()
 
 
 def instructions(name: str) -> list[str]:
@@ -49,7 +51,7 @@ BRIDGE_VENV = "/opt/bridge/venv"
 def test_entrypoint_runs_the_supervisor_in_exec_form_with_the_bridge_venv():
     (entrypoint,) = instructions("ENTRYPOINT")
     assert json.loads(entrypoint) == [f"{BRIDGE_VENV}/bin/python", "-m", "bridge.entrypoint"]
-    assert (CONTAINER / "bridge" / "entrypoint.py").is_file()
+    assert (BRIDGE_DIR / "entrypoint.py").is_file()
 
 
 def test_bridge_dependencies_go_into_their_own_venv_not_vllms_environment():
@@ -73,25 +75,34 @@ def test_the_image_copies_the_bridge_and_the_contracts_it_imports_and_nothing_el
     the contracts only (constructs_lib/artifacts/bridge_image.py stages no more:
     tests/unit/constructs_lib/artifacts/test_bridge_image.py). The app folder, laid out as the COPY
     instructions lay it out, holds every module the bridge imports: each of its modules imports
-    with that folder and the bridge's dependencies alone (no project install, no repository)."""
-    root = CONTAINER.parent
+    with that folder and the bridge's dependencies alone (no project install, no repository). Of
+    the bridge's folder only the modules go in (not its Dockerfile, README or requirements)."""
     copies = [copy.split() for copy in instructions("COPY")]
     assert [[*sources, destination] for *sources, destination in copies] == [
-        ["container/requirements.txt", "/opt/bridge/requirements.txt"],
-        ["container/bridge", f"{APP_DIR}/bridge"],
+        ["services/bridge/requirements.txt", "/opt/bridge/requirements.txt"],
+        ["services/bridge/*.py", f"{APP_DIR}/bridge/"],
         ["contracts", f"{APP_DIR}/contracts"],
     ]
     assert any(f"'bridge.pth').write_text('{APP_DIR}\\n')" in run for run in instructions("RUN"))
     for *sources, destination in copies:
         (source,) = sources
-        if destination.startswith(APP_DIR):
+        if not destination.startswith(APP_DIR):
+            continue
+        target = tmp_path / destination.lstrip("/")
+        if source.endswith("/*.py"):  # COPY of a wildcard into a folder (destination ends in /)
+            target.mkdir(parents=True)
+            for module in (ROOT / source).parent.glob("*.py"):
+                shutil.copy(module, target / module.name)
+        else:
             shutil.copytree(
-                root / source,
-                tmp_path / destination.lstrip("/"),
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+                ROOT / source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
             )
     app = tmp_path / APP_DIR.lstrip("/")
     modules = sorted(f"bridge.{path.stem}" for path in (app / "bridge").glob("*.py"))
+    assert sorted(path.name for path in (app / "bridge").iterdir()) == sorted(
+        path.name for path in BRIDGE_DIR.glob("*.py")
+    )
+    assert "bridge.entrypoint" in modules
     code = (
         "import importlib, sys\n"
         + "".join(f"importlib.import_module({name!r})\n" for name in modules)
@@ -126,7 +137,7 @@ def test_health_check_asks_ping_on_port_8080():
 def requirement_lines() -> list[str]:
     return [
         line
-        for line in (CONTAINER / "requirements.txt").read_text().splitlines()
+        for line in (BRIDGE_DIR / "requirements.txt").read_text().splitlines()
         if line and not line.startswith("#")
     ]
 
@@ -157,7 +168,7 @@ def test_aiohttp_is_the_version_the_lock_pins():
     ran with."""
     (pinned,) = [line for line in requirement_lines() if line.startswith("aiohttp")]
     locked = re.search(
-        r"^aiohttp==([0-9.]+)", (CONTAINER.parent / "requirements.lock").read_text(), re.MULTILINE
+        r"^aiohttp==([0-9.]+)", (ROOT / "requirements.lock").read_text(), re.MULTILINE
     )
     assert pinned == f"aiohttp=={locked.group(1)}"
 
@@ -165,13 +176,11 @@ def test_aiohttp_is_the_version_the_lock_pins():
 def test_websockets_has_one_version_range_in_the_project_and_the_image():
     import tomllib
 
-    project = tomllib.loads((CONTAINER.parent / "pyproject.toml").read_text())["project"][
-        "dependencies"
-    ]
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     (in_project,) = [dependency for dependency in project if dependency.startswith("websockets")]
     (in_image,) = [line for line in requirement_lines() if line.startswith("websockets")]
     assert in_project == in_image == "websockets>=15.0.1,<18"
-    locked = (CONTAINER.parent / "requirements.lock").read_text()
+    locked = (ROOT / "requirements.lock").read_text()
     version = re.search(r"^websockets==([0-9.]+)", locked, re.MULTILINE).group(1)
     assert (
         tuple(int(part) for part in version.split(".")) >= (15, 0, 1)

@@ -16,10 +16,12 @@ import pytest
 from bridge.entrypoint import vllm_command, vllm_flags
 from contracts.bridge_env import BridgeEnvError
 
-CONTAINER = Path(__file__).resolve().parents[2] / "container"
+ROOT = Path(__file__).resolve().parents[2]
+#: Where a source tree's entrypoint runs: the folder that holds the package ``bridge``.
+SERVICES = ROOT / "services"
 #: What a source tree's entrypoint needs on its path besides its own folder: the checkout's root
 #: (contracts/).
-SOURCE_PATH = str(CONTAINER.parent)
+SOURCE_PATH = str(ROOT)
 
 # A stand-in for vLLM: notes SIGTERM (from before it records anything), records its arguments, lives
 # STANDIN_LIFETIME_S then exits STANDIN_EXIT. Its settings are VLLM_ variables: vLLM's process gets
@@ -104,7 +106,7 @@ def start_entrypoint(tmp_path: Path, **env: str) -> tuple[subprocess.Popen[bytes
         **env,
     }
     process = subprocess.Popen(
-        [sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=CONTAINER, env=full_env
+        [sys.executable, "-m", "bridge.entrypoint", "serve"], cwd=SERVICES, env=full_env
     )
     deadline = time.monotonic() + 10
     while not record.exists() or not record.read_text():  # created, then written: wait for both
@@ -278,7 +280,7 @@ def test_secrets_leave_every_environment_and_the_log_before_vllm_starts(tmp_path
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "bridge.entrypoint", "serve"],
-            cwd=CONTAINER,
+            cwd=SERVICES,
             env=full_env,
             stderr=log_file,
         )
@@ -470,7 +472,7 @@ def run_entrypoint(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[st
     }
     return subprocess.run(
         [sys.executable, "-m", "bridge.entrypoint", "serve"],
-        cwd=CONTAINER,
+        cwd=SERVICES,
         env=full_env,
         capture_output=True,
         text=True,

@@ -1,4 +1,4 @@
-"""container/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the
+"""services/bridge/env_secrets.py: secrets out of the environment through a pipe, read once (the
 re-exec and the environment of the processes it starts, end to end: test_entrypoint.py and
 test_main.py)."""
 

@@ -4,7 +4,7 @@ whole kind.
 Every test runs the real bridge in front of the fake vLLM over real sockets on 127.0.0.1, and
 `/ping` must answer 200 all through the attack (`ping_during`). How fast it answers is a figure, not
 an assertion: bench/bridge_bench.py prints `/ping` while streams are held (target under 100 ms,
-container/README.md).
+services/bridge/README.md).
 """
 
 from __future__ import annotations

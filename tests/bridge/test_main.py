@@ -1,4 +1,4 @@
-"""The bridge process's start-up tuning (`python -m bridge`, container/bridge/__main__.py)."""
+"""The bridge process's start-up tuning (`python -m bridge`, services/bridge/__main__.py)."""
 
 from __future__ import annotations
 
@@ -44,14 +44,14 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
     from voice_devtools.local.fake_vllm import free_port
 
     token, port = "bridge-token-0123456789abcdef", free_port()
-    container = Path(__file__).resolve().parents[2] / "container"
+    root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
         [sys.executable, "-m", "bridge"],
-        cwd=container,
+        cwd=root / "services",  # the folder that holds the package
         stderr=subprocess.DEVNULL,
         env={
             **os.environ,
-            "PYTHONPATH": str(container.parent),  # for the contracts
+            "PYTHONPATH": str(root),  # for the contracts
             "BRIDGE_TOKEN": token,
             "BRIDGE_HOST": "127.0.0.1",
             "BRIDGE_PORT": str(port),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-BRIDGE = Path(__file__).resolve().parents[2] / "container" / "bridge"
+BRIDGE = Path(__file__).resolve().parents[2] / "services" / "bridge"
 #: websockets modules the bridge may import from, and what.
 ALLOWED_IMPORTS = {
     "websockets.server": {"ServerProtocol"},

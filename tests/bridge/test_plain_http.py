@@ -1,4 +1,4 @@
-"""container/bridge/plain_http.py: what a request other than GET is answered, from its head alone
+"""services/bridge/plain_http.py: what a request other than GET is answered, from its head alone
 (the same answers over a socket: test_server.py)."""
 
 from __future__ import annotations

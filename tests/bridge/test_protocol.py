@@ -1,4 +1,4 @@
-"""container/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the
+"""services/bridge/protocol.py: client-frame checks (`bridge.protocol.check_client_frame`), the
 pure accounting (`GenerationAudio`, `AudioRate`), and the contract with the client
 (contracts/realtime.py, which both speak)."""
 

@@ -1,4 +1,4 @@
-"""container/bridge/server.py (`Bridge`) over real sockets on 127.0.0.1, in front of the fake vLLM
+"""services/bridge/server.py (`Bridge`) over real sockets on 127.0.0.1, in front of the fake vLLM
 (devtools/voice_devtools/local/fake_vllm.py, in the test's event loop): its plain HTTP paths
 (`/ping` following vLLM's health, `POST /invocations` and other paths, the health probe's bounded
 read), admitting a stream (vLLM down, MAX_STREAMS, a client leaving before vLLM accepted; 500

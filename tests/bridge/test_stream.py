@@ -1,4 +1,4 @@
-"""container/bridge/stream.py (`Stream`, one relayed stream) through the bridge over real sockets on
+"""services/bridge/stream.py (`Stream`, one relayed stream) through the bridge over real sockets on
 127.0.0.1, in front of the fake vLLM: frames relayed both ways; what the bridge answers itself in
 vLLM's place, and the session's audio limit; how a stream ends when either side leaves; and
 back-pressure, from a client that floods the bridge and reads nothing. (A hostile client's frames

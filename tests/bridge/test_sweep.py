@@ -1,4 +1,4 @@
-"""container/bridge/sweep.py (the idle and stall clocks) through the bridge over real sockets on
+"""services/bridge/sweep.py (the idle and stall clocks) through the bridge over real sockets on
 127.0.0.1, in front of the fake vLLM: a client silent past IDLE_TIMEOUT_S is told `idle_timeout`, a
 hung vLLM is told as `upstream_closed` (not as the client's idle timeout), and a quiet but alive
 vLLM is left alone."""

@@ -2,14 +2,14 @@
 point down only.
 
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
-    contracts  <  container/bridge    (the bridge image ships the contracts beside it)
+    contracts  <  bridge              (services/: the bridge image ships the contracts beside it)
     contracts  <  voice_client        (the client library)
     contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
                                                    settings, the constructs' facts)
     contracts, voice_client  <  connect_consumer  (services/: the Connect consumer's image)
-    contracts, voice_client, bridge  <  agent     (the voice agent's bot, on the client library's
-                                                   framework services and the bridge's task
-                                                   protection, which its image copies)
+    contracts, voice_client, bridge  <  agent     (services/: the voice agent's bot, on the client
+                                                   library's framework services and the bridge's
+                                                   task protection, which its image copies)
     ...  <  voice_devtools            (devtools/: the local runtime and the stand-ins, over what
                                        they stand in for)
     contracts, constructs_lib  <  tools   (the rule book reads the constructs' CDK-free facts)
@@ -37,11 +37,11 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "config": ("config", frozenset({"contracts", "constructs_lib"})),
     "stacks": ("stacks", frozenset({"contracts", "constructs_lib", "config"})),
     "app": ("app.py", frozenset({"contracts", "constructs_lib", "config", "stacks"})),
-    "bridge": ("container/bridge", frozenset({"contracts"})),
+    "bridge": ("services/bridge", frozenset({"contracts"})),
     "voice_client": ("voice_client", frozenset({"contracts"})),
     "voicectl": ("voicectl", frozenset({"contracts", "voice_client"})),
     "connect_consumer": ("services/connect_consumer", frozenset({"contracts", "voice_client"})),
-    "agent": ("agent", frozenset({"contracts", "voice_client", "bridge"})),
+    "agent": ("services/agent", frozenset({"contracts", "voice_client", "bridge"})),
     "voice_devtools": (
         "devtools/voice_devtools",
         frozenset({"contracts", "voice_client", "voicectl", "connect_consumer", "bridge", "agent"}),
@@ -64,10 +64,14 @@ EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
         "build's own code",
     ),
 }
-#: Where each part's import root is, when not the repository's root (the bridge's package is
-#: ``bridge``, on the path from container/; the consumer's from services/; the dev tools' from
-#: devtools/).
-IMPORT_ROOTS = {"bridge": "container", "connect_consumer": "services", "voice_devtools": "devtools"}
+#: Where each part's import root is, when not the repository's root (the services' packages,
+#: ``bridge``, ``connect_consumer`` and ``agent``, from services/; the dev tools' from devtools/).
+IMPORT_ROOTS = {
+    "bridge": "services",
+    "connect_consumer": "services",
+    "agent": "services",
+    "voice_devtools": "devtools",
+}
 IMPORT_NAMES = {"app": "app"}
 
 

@@ -57,7 +57,7 @@ class RealVllm:
 
     def sigterm(self) -> None:
         """SIGTERM to vLLM's API server, as the image's entrypoint sends it
-        (container/bridge/entrypoint.py)."""
+        (services/bridge/entrypoint.py)."""
         with contextlib.suppress(ProcessLookupError):
             self.process.send_signal(signal.SIGTERM)
 

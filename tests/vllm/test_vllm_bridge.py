@@ -1,4 +1,4 @@
-"""The bridge (container/bridge) in front of vLLM's real realtime server: its protocol and fault
+"""The bridge (services/bridge) in front of vLLM's real realtime server: its protocol and fault
 handling that need no fault knobs. What the client gets through the bridge is what vLLM sends (the
 same scripted sessions as the contract test), the bridge's own errors and limits come before vLLM's,
 and vLLM frees a session the client dropped."""

@@ -197,12 +197,13 @@ CUDA_STATUS = {
 
 def check_cuda(settings: Settings, project_dir: Path) -> Finding:
     """The Voxtral image's CUDA (from its tag, or the base image of
-    ``project_dir/container/Dockerfile``) against the driver of ``voxtral.inference_ami_version``:
+    ``project_dir/services/bridge/Dockerfile``) against the driver of
+    ``voxtral.inference_ami_version``:
     the settings' own check (:meth:`config.settings.VoxtralSettings.image_compatibility`, table in
     :mod:`constructs_lib.facts.cuda_compat`)."""
     v = settings.voxtral
     try:
-        result = v.image_compatibility(project_dir / "container")
+        result = v.image_compatibility(project_dir / "services" / "bridge")
     except ValueError as error:  # an AMI version the table does not know
         return Finding(
             Status.UNCHECKED, f"CUDA of the Voxtral image on {v.inference_ami_version}", str(error)

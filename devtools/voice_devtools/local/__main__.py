@@ -1,7 +1,7 @@
 """``python -m voice_devtools.local`` (``make local``): the whole path on loopback, one process per
 part, as deployed:
 
-    fake vLLM (127.0.0.1:8081) <- bridge (container/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
+    fake vLLM (127.0.0.1:8081) <- bridge (services/bridge, 127.0.0.1:8080) <- front door (https://localhost:8443)
     Sonic stand-in (127.0.0.1:8090)                                          <- front door
 
 ``--vllm real`` (``make local VLLM=real``, which first builds ``.venv-vllm`` with ``make
@@ -11,9 +11,9 @@ through the whole path, on a machine without a GPU (it starts in 1-3 minutes).
 
 It prints the commands to try (``transcribe``, ``speak``, ``mic``) and the environment file they
 need, and stops everything on Ctrl-C (or SIGTERM, or when a part exits). Each part's output goes to
-a log file in the state directory. The bridge is run from the repository checkout (``container/``),
-as ``python -m bridge`` with the project's Python and the checkout's root on its path (the bridge
-imports ``contracts/``).
+a log file in the state directory. The bridge is run from the repository checkout
+(``services/bridge/``), as ``python -m bridge`` from ``services/`` with the project's Python and the
+checkout's root on its path (the bridge imports ``contracts/``).
 """
 
 from __future__ import annotations
@@ -106,8 +106,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--agent",
         action="store_true",
-        help="also start the voice agent (agent/, port --agent-port) and the Bedrock stand-in "
-        "(port --bedrock-port) against the local endpoints (make local AGENT=1)",
+        help="also start the voice agent (services/agent/, port --agent-port) and the Bedrock "
+        "stand-in (port --bedrock-port) against the local endpoints (make local AGENT=1)",
     )
     parser.add_argument(
         "--agent-port", type=int, default=8100, help="voice agent port (default: 8100)"
@@ -254,10 +254,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m voice_devtools.local: {error}", file=sys.stderr)
         return 2
     python = sys.executable
-    container = REPOSITORY / "container"
-    if not (container / "bridge" / "__main__.py").is_file():
+    services = REPOSITORY / "services"  # the folder that holds the package bridge/
+    if not (services / "bridge" / "__main__.py").is_file():
         print(
-            f"python -m voice_devtools.local: no bridge at {container}/bridge: run it from the "
+            f"python -m voice_devtools.local: no bridge at {services}/bridge: run it from the "
             "repository checkout (make local)",
             file=sys.stderr,
         )
@@ -338,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     parts = [
         vllm,
-        Part("bridge", args.bridge_port, [python, "-m", "bridge"], container, bridge_env),
+        Part("bridge", args.bridge_port, [python, "-m", "bridge"], services, bridge_env),
         Part(
             "Sonic stand-in",
             args.sonic_port,
@@ -457,7 +457,9 @@ def agent_parts(
         "AWS_SECRET_ACCESS_KEY": secret,
         "AWS_CA_BUNDLE": str(state / "ca.pem"),
         "AWS_DEFAULT_REGION": "us-east-1",
-        "PYTHONPATH": str(REPOSITORY),
+        # As the image's /app and /app/services: the root (contracts, voice_client) and services/
+        # (the packages agent and bridge).
+        "PYTHONPATH": os.pathsep.join([str(REPOSITORY), str(REPOSITORY / "services")]),
     }
     python = sys.executable
     first_token = (

@@ -8,7 +8,7 @@ Services", section "Container Contract to Support Bidirectional Streaming Capabi
   replace the path with ``X-Amzn-SageMaker-Model-Invocation-Path`` and append a query string with
   ``X-Amzn-SageMaker-Model-Query-String``. The container must accept the WebSocket within 250 ms
   (SageMaker's container contract for bidirectional streaming, quoted in
-  container/bridge/server.py).
+  services/bridge/server.py).
 - Each request ``PayloadPart`` becomes exactly one WebSocket data frame, its bytes unchanged: a text
   frame for ``DataType`` ``UTF8``, a binary frame for ``BINARY`` or no ``DataType``. Parts with
   ``CompletionState`` ``PARTIAL`` followed by a ``COMPLETE`` part become one fragmented message.

@@ -70,7 +70,7 @@ def write_checkpoint(directory: Path) -> Path:
 def write_tokenizer(model_dir: Path, transcription_delay_ms: int, directory: Path) -> Path:
     """A tokenizer directory for `--tokenizer`: the checkpoint's tekken.json with
     `audio.transcription_delay_ms` replaced, as the image's entrypoint writes it
-    (container/bridge/entrypoint.py `delayed_tokenizer`, which this package cannot import: the
+    (services/bridge/entrypoint.py `delayed_tokenizer`, which this package cannot import: the
     bridge runs from its own directory)."""
     tekken = json.loads((model_dir / "tekken.json").read_text(encoding="utf-8"))
     tekken["audio"]["transcription_delay_ms"] = transcription_delay_ms

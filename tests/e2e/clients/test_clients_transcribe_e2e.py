@@ -1,4 +1,4 @@
-"""``voicectl transcribe --url`` end to end: the client, the real bridge (container/bridge) and the
+"""``voicectl transcribe --url`` end to end: the client, the real bridge (services/bridge) and the
 fake vLLM, all on 127.0.0.1. The servers run on their own event loop in a thread; the command runs
 as users run it."""
 

@@ -12,8 +12,8 @@ INACTIVE, as ECS leaves them).
 
 What moto does not do, and what is checked instead:
 
-- the bot's image: there is no Docker engine here to build ``agent/Dockerfile``. The CDK CLI
-  builds an image asset only when its tag is missing from the bootstrap repository (cdk-assets
+- the bot's image: there is no Docker engine here to build ``services/agent/Dockerfile``. The CDK
+  CLI builds an image asset only when its tag is missing from the bootstrap repository (cdk-assets
   checks DescribeImages first), so the harness puts an image manifest under the asset's tag there
   before deploy (:func:`tests.e2e.lifecycle.lifecycle_cdk.publish_image_assets`), as a previous
   publish would have; the CLI then publishes nothing and the task definition names that image.

@@ -1,6 +1,6 @@
-"""The voice agent (``agent/``) on loopback for the e2e tests: the bot and the Bedrock stand-in
-on an event loop of their own, in front of the local stack (tests/e2e/local/conftest.py: the
-front door, the real bridge, the fake vLLM, the Sonic stand-in); a page's WebSocket side.
+"""The voice agent (``services/agent/``) on loopback for the e2e tests: the bot and the Bedrock
+stand-in on an event loop of their own, in front of the local stack (tests/e2e/local/conftest.py:
+the front door, the real bridge, the fake vLLM, the Sonic stand-in); a page's WebSocket side.
 
 Import it after ``pytest.importorskip("pipecat")``. The fixtures (``utterance``, ``agent_factory``,
 ``agent``) are tests/e2e/local/conftest.py's.

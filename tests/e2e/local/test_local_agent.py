@@ -1,7 +1,7 @@
-"""The voice agent (``agent/``) end to end on loopback: a page's WebSocket -> the bot -> Voxtral
-through the local front door, the real bridge and the fake vLLM -> the Bedrock stand-in (boto3) ->
-Sonic through the front door and its stand-in -> the page. The user's speech is espeak-ng's, so
-that Silero VAD hears speech."""
+"""The voice agent (``services/agent/``) end to end on loopback: a page's WebSocket -> the bot ->
+Voxtral through the local front door, the real bridge and the fake vLLM -> the Bedrock stand-in
+(boto3) -> Sonic through the front door and its stand-in -> the page. The user's speech is
+espeak-ng's, so that Silero VAD hears speech."""
 
 from __future__ import annotations
 

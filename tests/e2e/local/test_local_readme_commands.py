@@ -28,8 +28,9 @@ def fenced_block_after(readme: Path, heading: str) -> list[str]:
     return [line.split("  #")[0].strip() for line in block.splitlines() if line.strip()]
 
 
-def test_container_readme_runs_the_bridge_with_the_fake_vllm_as_written():
-    lines = fenced_block_after(ROOT / "container" / "README.md", "## Run the bridge without Docker")
+def test_bridge_readme_runs_the_bridge_with_the_fake_vllm_as_written():
+    readme = ROOT / "services" / "bridge" / "README.md"
+    lines = fenced_block_after(readme, "## Run the bridge without Docker")
     assert lines[0] == "make deps"  # done already by the test run
     script = "set -e\n" + "\n".join(lines[1:]) + "\n"
     assert "python -m bridge" in script and "voice_devtools.local.fake_vllm" in script

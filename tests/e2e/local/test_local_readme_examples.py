@@ -34,7 +34,7 @@ def run_example(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     (cwd / "tmp").mkdir()
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "container")]),
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "services")]),
         "TMPDIR": str(cwd / "tmp"),
     }
     return subprocess.run(

@@ -15,8 +15,19 @@ import constructs_lib
 from tests.conftest import ROOT
 
 LIBRARY = ROOT / "constructs_lib"
-#: Top-level packages of this repository the library must not import (it is imported by them).
-APP_PACKAGES = {"config", "stacks", "voicectl", "container", "app", "tests"}
+#: Top-level packages of this repository the library must not import (it is imported by them, or
+#: builds their images: the services' packages, from services/).
+APP_PACKAGES = {
+    "config",
+    "stacks",
+    "voicectl",
+    "bridge",
+    "connect_consumer",
+    "agent",
+    "voice_devtools",
+    "app",
+    "tests",
+}
 #: The library's modules that must load without aws_cdk (the settings layer and voicectl import
 #: them).
 CDK_FREE = (

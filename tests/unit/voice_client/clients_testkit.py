@@ -194,7 +194,7 @@ class QuietBridge:
     SageMaker requires it) but sends its first event only once the test sets it (``held`` counts the
     streams that reached it). ``refusal``: when set, that first event is the bridge's refusal
     instead of ``session.created``: its ``upstream_unavailable`` error event, then a 1011 close
-    (container/bridge/server.py, vLLM not reachable). ``audio_bytes``: PCM16 bytes received in
+    (services/bridge/server.py, vLLM not reachable). ``audio_bytes``: PCM16 bytes received in
     appends, over all streams."""
 
     REFUSAL: ClassVar[dict[str, str]] = {

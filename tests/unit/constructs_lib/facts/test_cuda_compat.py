@@ -61,7 +61,7 @@ def test_the_ami_table_matches_the_sagemaker_api_reference():
 
 
 def test_the_pinned_image_is_in_the_table_and_runs_on_the_default_ami():
-    base = dockerfile_base_image((ROOT / "container" / "Dockerfile").read_text())
+    base = dockerfile_base_image((ROOT / "services" / "bridge" / "Dockerfile").read_text())
     registry, tag = base.split(":")
     assert registry == "public.ecr.aws/deep-learning-containers/vllm"
     assert DLC_IMAGES[tag].vllm_version == "0.31.0"
@@ -178,7 +178,7 @@ def test_an_ami_whose_driver_cannot_run_the_built_image_is_one_settings_error():
         settings_with(voxtral__inference_ami_version="al2-ami-sagemaker-inference-gpu-2-1")
     assert caught.value.problems == [
         "voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-2-1': the base image of "
-        f"container/Dockerfile {bridge_base_image()}: CUDA 13.0 needs a newer driver than "
+        f"services/bridge/Dockerfile {bridge_base_image()}: CUDA 13.0 needs a newer driver than "
         "al2-ami-sagemaker-inference-gpu-2-1 (NVIDIA driver 535, CUDA 12.2), and this AMI does "
         "not mount forward-compatibility libraries: the container would fail to start "
         "(CannotStartContainerError); use an InferenceAmiVersion whose driver runs CUDA 13.0 "

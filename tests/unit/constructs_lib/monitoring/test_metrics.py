@@ -1,6 +1,6 @@
 """constructs_lib/monitoring/metrics.py: how each metric is read (namespace, name, dimensions,
 statistic, period), its unit, and the bridge's metrics against the names and units the bridge writes
-(container/bridge/metrics.py)."""
+(services/bridge/metrics.py)."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def test_bridge_metrics_read_what_the_bridge_writes_under_the_names_and_units_it
     written = dict(
         re.findall(
             r'put_metric\("(\w+)", [^,]+(?:,[^,]+)*?, "(\w+)"\)',
-            (ROOT / "container" / "bridge" / "metrics.py").read_text(),
+            (ROOT / "services" / "bridge" / "metrics.py").read_text(),
         )
     )
     metrics = BridgeMetrics("VoiceRealtime/Bridge", "voxtral-realtime")

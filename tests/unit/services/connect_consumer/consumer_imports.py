@@ -169,5 +169,7 @@ def trace(root: Path) -> dict[str, list[str]]:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(Path.cwd()))  # the root (or the image's /app), not this script's folder
+    # The root (or the image's /app), not this script's folder, and services/ as the image's
+    # PYTHONPATH: this checkout's consumer, not an installed (editable) one of another checkout.
+    sys.path[:1] = [str(Path.cwd()), str(Path.cwd() / "services")]
     print(json.dumps(trace(Path.cwd().resolve()), indent=1))

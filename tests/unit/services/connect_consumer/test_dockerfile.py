@@ -221,3 +221,7 @@ def test_the_construct_stages_every_file_the_dockerfile_copies(tmp_path):
     assert set(copied_files()) <= staged
     assert staged & {"requirements.lock", "pyproject.toml", "app.py", "cdk.json"} == set()
     assert [path for path in staged if path.startswith(("config/", "stacks/", "tests/"))] == []
+    # Of services/ only the consumer's folder: not the other services beside it (the bridge's).
+    assert {path.split("/")[1] for path in staged if path.startswith("services/")} == {
+        "connect_consumer"
+    }

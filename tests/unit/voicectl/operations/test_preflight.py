@@ -73,7 +73,7 @@ def test_a_ready_account_passes_every_check(aws):
         "to 2, 4 during a blue/green update; the quota is shared with every other endpoint of "
         "the account in us-east-1)",
         "  OK        CUDA of the Voxtral image on al2023-ami-sagemaker-inference-gpu-4-1: the "
-        "base image of container/Dockerfile "
+        "base image of services/bridge/Dockerfile "
         "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
         "sagemaker-v1.0: CUDA 13.0 runs on al2023-ami-sagemaker-inference-gpu-4-1 (NVIDIA driver "
         "580, CUDA 13.0)",
@@ -93,7 +93,7 @@ def test_an_image_cuda_the_ami_driver_cannot_run_stops_as_a_settings_error(aws):
         )
     assert str(raised.value).splitlines()[1:] == [
         "  - voxtral.inference_ami_version='al2-ami-sagemaker-inference-gpu-3-1': the base image "
-        "of container/Dockerfile "
+        "of services/bridge/Dockerfile "
         "public.ecr.aws/deep-learning-containers/vllm:0.31.0-gpu-py312-cu130-ubuntu24.04-"
         "sagemaker-v1.0: CUDA 13.0 needs a newer driver than al2-ami-sagemaker-inference-gpu-3-1 "
         "(NVIDIA driver 550, CUDA 12.4), and this AMI does not mount forward-compatibility "

@@ -28,7 +28,7 @@ bridge does with each read is its own code:
   vLLM's messages; its write buffer's back-pressure holds the client.
 
 Frames are forwarded inside these callbacks (no `recv()`/`send()` tasks), which keeps the relay's
-CPU per frame and its latency tail low (see container/README.md, Benchmark).
+CPU per frame and its latency tail low (see services/bridge/README.md, Benchmark).
 """
 
 from __future__ import annotations
