@@ -308,7 +308,7 @@ def format_figures(result: TranscriptionResult) -> str:
     )
 
 
-def check_recording(path: str | os.PathLike[str]) -> str | None:
+def check_recording(path: str | Path) -> str | None:
     """Check that ``path`` is a recording :func:`transcribe_file` can send (WAV, FLAC or OGG with
     some audio), reading its header only; return a warning about it, or None.
 
@@ -331,7 +331,7 @@ def check_recording(path: str | os.PathLike[str]) -> str | None:
 
 
 async def transcribe_file(
-    path: str | os.PathLike[str],
+    path: str | Path,
     target: TranscriptionTarget,
     *,
     speed: float = 1.0,
