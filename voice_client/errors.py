@@ -1,7 +1,7 @@
-"""The error every ``voicectl`` subcommand raises for bad input, and the words every client uses for
-missing AWS credentials, in a module of their own so that :mod:`voicectl.cli` (which prints them),
-:mod:`voice_client.aws`, :mod:`voice_client.speak` and :mod:`voice_client.sagemaker_stream`
-(which raise them) import them without importing each other."""
+"""The error the client library and every ``voicectl`` subcommand raise for bad input, and the words
+every client uses for missing AWS credentials, in a module of their own so that :mod:`voicectl.cli`
+(which prints them), :mod:`voice_client.aws`, :mod:`voice_client.speak` and
+:mod:`voice_client.sagemaker_stream` (which raise them) import them without importing each other."""
 
 from __future__ import annotations
 

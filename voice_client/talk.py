@@ -1,7 +1,5 @@
-"""``voicectl talk --url ws://HOST:8080/``: talk with the voice agent in a local web page.
-
-    voicectl talk --url ws://127.0.0.1:8100/        # make local AGENT=1's bot
-    voicectl talk --url wss://agent.example.com/    # a deployed AgentUrl
+"""Talk with the voice agent in a local web page: :class:`TalkRelay` serves the page and relays
+its WebSocket to the bot (``voicectl talk``, :mod:`voicectl.commands.talk`, runs it until Ctrl-C).
 
 The page (``talk_page/index.html``) records the microphone (PCM16, 16 kHz), plays the agent's
 answers (PCM16, 24 kHz) and shows both sides of the transcript and each turn's latency (the
@@ -18,7 +16,6 @@ on every request and handshake, GET only (nothing is uploaded or stored), two ro
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import http
@@ -48,11 +45,16 @@ CONNECT_TIMEOUT_S = 10.0
 
 
 def page_html() -> bytes:
+    """The page (``talk_page/index.html``), as served."""
     return resources.files("voice_client").joinpath("talk_page/index.html").read_bytes()
 
 
 def check_url(url: str) -> str:
-    """The bot's URL: ``ws://`` or ``wss://`` with a host."""
+    """The bot's URL: ``ws://`` or ``wss://`` with a host.
+
+    Raises:
+        UsageError: any other URL, naming what is allowed.
+    """
     from urllib.parse import urlsplit
 
     parts = urlsplit(url)
@@ -194,53 +196,4 @@ class TalkRelay:
             await self.server.wait_closed()
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "talk",
-        help="talk with the voice agent in a local web page",
-        description="Serve a local page (http://127.0.0.1:PORT/) that records your microphone, "
-        "plays the voice agent's answers and shows both sides and each turn's "
-        "latency; the "
-        "page's WebSocket is relayed to the bot by this process.",
-    )
-    parser.add_argument(
-        "--url",
-        required=True,
-        metavar="WS_URL",
-        help="the bot's WebSocket: ws://127.0.0.1:8100/ (make local AGENT=1) or a "
-        "deployment's AgentUrl (wss://...)",
-    )
-    parser.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help=f"local port (default: {DEFAULT_PORT})"
-    )
-    parser.set_defaults(func=run)
-
-
-def run(args: argparse.Namespace) -> int:
-    if not 1 <= args.port <= 65535:
-        raise UsageError(f"--port must be a TCP port from 1 to 65535, got {args.port}")
-    check_url(args.url)
-
-    async def serve() -> None:
-        try:
-            relay = await TalkRelay(args.url, args.port).start()
-        except OSError as error:
-            raise UsageError(
-                f"cannot listen on {BIND}:{args.port} ({error}); another program uses "
-                "the port: pass --port with a free one"
-            ) from error
-        print(
-            f"open {relay.url} in your browser (also http://localhost:{relay.port}/); "
-            f"talking to {args.url}; Ctrl-C stops",
-            file=sys.stderr,
-        )
-        try:
-            await asyncio.Future()
-        finally:
-            await relay.stop()
-
-    asyncio.run(serve())
-    return 0
-
-
-__all__ = ["LOOPBACK_NAMES", "TalkRelay", "register", "run"]
+__all__ = ["LOOPBACK_NAMES", "TalkRelay", "check_url", "page_html"]

@@ -34,15 +34,15 @@ DESCRIPTION = (
 SUBCOMMAND_MODULES: tuple[str, ...] = (
     "voicectl.operations.preflight",
     "voicectl.operations.stage_model",
-    "voice_client.transcribe",
-    "voice_client.speak",
-    "voice_client.mic",
-    "voice_client.talk",
+    "voicectl.commands.transcribe",
+    "voicectl.commands.speak",
+    "voicectl.commands.mic",
+    "voicectl.commands.talk",
     "voicectl.operations.verify",
     "voicectl.operations.cost",
     "voicectl.operations.capacity",
-    "voice_devtools.local.local_runtime",
-    "voice_devtools.connect_replay",
+    "voicectl.commands.local_runtime",
+    "voicectl.commands.connect_replay",
 )
 
 SUMMARIES: dict[str, str] = {
@@ -50,20 +50,20 @@ SUMMARIES: dict[str, str] = {
     "CUDA before make deploy|diff|destroy|bootstrap",
     "voicectl.operations.stage_model": "stage the model weights from the Hugging Face Hub (or a "
     "local copy) to an S3 prefix",
-    "voice_client.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
+    "voicectl.commands.transcribe": "transcribe a recording (WAV, FLAC, OGG) through the Voxtral "
     "endpoint",
-    "voice_client.speak": "make the Sonic endpoint speak a text into a WAV file",
-    "voice_client.mic": "transcribe your microphone live in a local web page",
-    "voice_client.talk": "talk with the voice agent in a local web page",
+    "voicectl.commands.speak": "make the Sonic endpoint speak a text into a WAV file",
+    "voicectl.commands.mic": "transcribe your microphone live in a local web page",
+    "voicectl.commands.talk": "talk with the voice agent in a local web page",
     "voicectl.operations.verify": "check that each endpoint runs the Model and EndpointConfig "
     "this synth describes (read-only)",
     "voicectl.operations.cost": "what the configured endpoints cost per hour, month and live "
     "stream-hour (AWS Price List API)",
     "voicectl.operations.capacity": "live Voxtral streams per instance, GPU memory split and "
     "cost per live stream-hour",
-    "voice_devtools.local.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) "
+    "voicectl.commands.local_runtime": "serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) "
     "in front of local containers",
-    "voice_devtools.connect_replay": "play a stereo recording as a live Amazon Connect call and "
+    "voicectl.commands.connect_replay": "play a stereo recording as a live Amazon Connect call and "
     "print both speakers' transcripts",
 }
 """The one-line help each module registers, which ``voicectl --help`` lists without importing the

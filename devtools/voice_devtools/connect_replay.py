@@ -1,49 +1,36 @@
-"""``voicectl connect-replay CALL.wav``: play a stereo recording as a live Amazon Connect call
-through the whole transcription path, offline, and print both speakers' transcripts as they arrive.
+"""Play a stereo recording as a live Amazon Connect call through the whole transcription path,
+offline, and hand both speakers' transcripts over as they arrive (:func:`replay_call`; ``voicectl
+connect-replay CALL.wav``, :mod:`voicectl.commands.connect_replay`, prints them).
 
 What runs (all on 127.0.0.1): the Kinesis Video Streams stand-in (:mod:`voice_devtools.fake_kvs`:
 the recording's left channel as ``AUDIO_FROM_CUSTOMER``, the right as ``AUDIO_TO_CUSTOMER``, in real
-Matroska fragments released at ``--speed`` x real time), moto (SQS, EventBridge, DynamoDB), the
+Matroska fragments released at ``speed`` x real time), moto (SQS, EventBridge, DynamoDB), the
 start function invoked with the event Connect sends, and the consumer, which reads the call with
-boto3's GetDataEndpoint/GetMedia and streams each track to the endpoint given as for ``voicectl
-transcribe``: ``--endpoint`` (a SageMaker endpoint, or ``make local``'s front door with
-``--endpoint-url``) or ``--url`` (a container's bridge, the ECS target's bearer-token URL).
+boto3's GetDataEndpoint/GetMedia and streams each track to the target given as for ``voicectl
+transcribe`` (:class:`voice_client.transcribe.TranscriptionTarget`: a SageMaker endpoint, ``make
+local``'s front door, or a container's bridge).
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import importlib.util
-import json
 import logging
 import math
 import os
-import sys
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from voice_client.audio import AudioError
 from voice_client.errors import UsageError
-from voice_client.transcribe import (
-    add_target_arguments,
-    open_target,
-    validate_speed,
-    validate_target_arguments,
-)
+from voice_client.transcribe import TranscriptionTarget, open_target
 
-#: What ``--help`` says (the module docstring's second paragraph, in the user's words: no
-#: reStructuredText).
-DESCRIPTION = (
-    "What runs, all on 127.0.0.1: a Kinesis Video Streams stand-in (the recording's left channel "
-    "as AUDIO_FROM_CUSTOMER, the right as AUDIO_TO_CUSTOMER, in real Matroska fragments released "
-    "at --speed x real time), moto (SQS, EventBridge, DynamoDB), the start function invoked with "
-    "the event Connect sends, and the consumer, which reads the call with "
-    "GetDataEndpoint/GetMedia and streams each track to the endpoint given as for voicectl "
-    "transcribe: --endpoint (a SageMaker endpoint, or make local's front door with "
-    "--endpoint-url) or --url (a container's bridge, the ECS target's bearer-token URL)."
-)
+if TYPE_CHECKING:
+    from connect_consumer.sink import Segment
 
 # The stack's start function, read from the installed construct library without importing it (CDK).
 START_FUNCTION = (
@@ -57,38 +44,8 @@ BUS = "voice-connect"  # name prefixes: each replay adds its own run id
 TABLE = "voice-connect-transcripts"
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "connect-replay",
-        help="play a stereo recording as a live Amazon Connect call and print both speakers' "
-        "transcripts",
-        description=DESCRIPTION,
-    )
-    parser.add_argument(
-        "file",
-        metavar="CALL.wav",
-        help="a stereo recording: left = the customer, right = the agent",
-    )
-    add_target_arguments(parser)
-    parser.add_argument(
-        "--speed",
-        type=float,
-        default=1.0,
-        help="release the call's fragments at this multiple of real time; 0: all at once "
-        "(default: 1.0, a live call)",
-    )
-    parser.add_argument(
-        "--quiet-s",
-        type=float,
-        default=5.0,
-        metavar="SECONDS",
-        help="reopen GetMedia after this long without a new fragment on an open stream (a stall; "
-        "the call itself ends when its stream ends; default: 5)",
-    )
-    parser.set_defaults(func=run)
-
-
 def load_start_function():
+    """The stack's start function (:data:`START_FUNCTION`), loaded as a module of its own."""
     spec = importlib.util.spec_from_file_location("connect_start_function", START_FUNCTION)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
@@ -122,18 +79,123 @@ def connect_event(contact_id: str, stream_arn: str, fragment: str) -> dict:
     }
 
 
-def print_segment(segment, out=None) -> None:
-    who = "customer" if segment.speaker == "AUDIO_FROM_CUSTOMER" else "agent"
-    print(
-        f"[{segment.start_s:7.1f}-{segment.end_s:7.1f} s] {who:8}: {segment.text}",
-        file=out or sys.stdout,
-        flush=True,
-    )
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """How a replayed call ended.
+
+    Attributes:
+        contact_id: the call's ContactId (made up for the replay).
+        reason: what the consumer reported at the call's end (a text such as ``the stream ended``,
+            ``failed: ...``, or the exception that ended it).
+    """
+
+    contact_id: str
+    reason: object
+
+    @property
+    def failed(self) -> bool:
+        """Whether the call ended in a failure."""
+        return isinstance(self.reason, BaseException) or str(self.reason).startswith("failed:")
 
 
-async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent: bytes) -> int:
-    """Replay the call (``customer`` and ``agent``: PCM16 at 8 kHz, as :func:`load_stereo_call`
-    returns them)."""
+def check_quiet_s(quiet_s: float) -> None:
+    """Raise :class:`UsageError` unless ``quiet_s`` (seconds without a new fragment before GetMedia
+    is reopened) is finite and above GetMedia's idle timeout
+    (:data:`voice_devtools.fake_kvs.READ_TIMEOUT_S`)."""
+    from voice_devtools import fake_kvs
+
+    if not (math.isfinite(quiet_s) and quiet_s > 0):
+        raise UsageError(
+            f"--quiet-s must be a finite number of seconds above 0, got {quiet_s:g}: "
+            "GetMedia is reopened after that long without a new fragment (nan or inf would "
+            "never do it)"
+        )
+    if quiet_s <= fake_kvs.READ_TIMEOUT_S:
+        # GetMedia ends an idle payload after its own timeout, which is how a call's end is seen: a
+        # shorter stall guard takes every call's end for a stalled stream and fails the call after
+        # its retries.
+        raise UsageError(
+            f"--quiet-s must be above GetMedia's {fake_kvs.READ_TIMEOUT_S:g} s idle timeout, got "
+            f"{quiet_s:g}: a call's end would be taken for a stalled stream"
+        )
+
+
+def load_call(path: str | Path) -> tuple[bytes, bytes]:
+    """The customer's and the agent's audio of a stereo recording (PCM16 at 8 kHz, as
+    :func:`voice_devtools.fake_kvs.load_stereo_call` returns them), read before anything starts.
+
+    Raises:
+        UsageError: ``path`` is not a file, or not a stereo recording with samples.
+    """
+    from voice_devtools.fake_kvs import load_stereo_call
+
+    if not Path(path).is_file():
+        raise UsageError(f"{path}: " + ("not a file" if Path(path).exists() else "no such file"))
+    try:
+        return load_stereo_call(path)
+    except AudioError as error:
+        raise UsageError(str(error)) from error
+
+
+def replay_call(
+    customer: bytes,
+    agent: bytes,
+    target: TranscriptionTarget,
+    *,
+    speed: float = 1.0,
+    quiet_s: float = 5.0,
+    on_started: Callable[[dict[str, Any]], None] = lambda answer: None,
+    on_segment: Callable[[Segment], None] = lambda segment: None,
+) -> ReplayOutcome:
+    """Replay a call (``customer`` and ``agent``: PCM16 at 8 kHz, as :func:`load_call` returns them)
+    through moto's server, started here on 127.0.0.1 and stopped at the end, and return how it
+    ended.
+
+    Args:
+        target: where the consumer streams each track.
+        speed: release the fragments at this multiple of real time (0: all at once).
+        quiet_s: reopen GetMedia after this long without a new fragment (:func:`check_quiet_s`).
+        on_started: called with the start function's answer, once Connect's event is handled.
+        on_segment: called with each final transcript segment of either speaker, as it arrives
+            (while the consumer runs, ``sys.stdout`` is redirected to ``os.devnull``: a callback
+            that prints keeps its own stream).
+    """
+    from moto.server import ThreadedMotoServer
+
+    # moto's server would log every request it serves.
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        return asyncio.run(
+            replay(
+                f"http://{host}:{port}",
+                customer,
+                agent,
+                target,
+                speed=speed,
+                quiet_s=quiet_s,
+                on_started=on_started,
+                on_segment=on_segment,
+            )
+        )
+    finally:
+        server.stop()
+
+
+async def replay(
+    moto_url: str,
+    customer: bytes,
+    agent: bytes,
+    target: TranscriptionTarget,
+    *,
+    speed: float,
+    quiet_s: float,
+    on_started: Callable[[dict[str, Any]], None],
+    on_segment: Callable[[Segment], None],
+) -> ReplayOutcome:
+    """Replay the call against moto's server at ``moto_url`` (:func:`replay_call`)."""
     import boto3
 
     from connect_consumer.kvs import KvsMedia
@@ -167,13 +229,13 @@ async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent
     kvs = await FakeKvs().start()
     contact_id = str(uuid.uuid4())
     call = kvs.add(
-        FakeCall(contact_id, f"connect-live-{contact_id[:8]}", customer, agent, speed=args.speed)
+        FakeCall(contact_id, f"connect-live-{contact_id[:8]}", customer, agent, speed=speed)
     )
     function = load_start_function()
     function._sqs = sqs
     with _env(CALLS_QUEUE_URL=queue_url):
         answer = function.handler(connect_event(contact_id, call.stream_arn, call.number(0)), None)
-    print(f"start function: {json.dumps(answer)}", file=sys.stderr)
+    on_started(answer)
     stop = asyncio.Event()
     outcome: dict[str, object] = {}
 
@@ -181,9 +243,8 @@ async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent
         outcome["reason"] = reason
         stop.set()
 
-    out = sys.stdout
     try:
-        async with open_target(args) as opener:
+        async with open_target(target) as opener:
             # The consumer's CloudWatch embedded-metric lines (stdout, for the awslogs driver in
             # ECS) mean nothing here and would be mixed into the transcript: dropped.
             with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):  # noqa: ASYNC230 (devnull)
@@ -196,22 +257,19 @@ async def replay(args: argparse.Namespace, moto_url: str, customer: bytes, agent
                     opener=opener,
                     stop=stop,
                     max_calls=1,
-                    on_segment=lambda segment: print_segment(segment, out),
+                    on_segment=on_segment,
                     on_call_done=done,
                     receive_wait_s=1,
-                    transcriber_options={"quiet_s": args.quiet_s},
+                    transcriber_options={"quiet_s": quiet_s},
                 )
     finally:
         await kvs.stop()
-    reason = outcome.get("reason")
-    print(f"call {contact_id} ended: {reason}", file=sys.stderr)
-    return 1 if isinstance(reason, BaseException) or str(reason).startswith("failed:") else 0
+    return ReplayOutcome(contact_id, outcome.get("reason"))
 
 
 @contextlib.contextmanager
 def _env(**values: str):
-    import os
-
+    """Set the environment variables ``values`` for the body, then restore them."""
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:
@@ -222,47 +280,3 @@ def _env(**values: str):
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
-
-
-def run(args: argparse.Namespace) -> int:
-    validate_target_arguments(args)
-    validate_speed(args.speed) if args.speed else None
-    if not (math.isfinite(args.quiet_s) and args.quiet_s > 0):
-        raise UsageError(
-            f"--quiet-s must be a finite number of seconds above 0, got {args.quiet_s:g}: "
-            "GetMedia is reopened after that long without a new fragment (nan or inf would "
-            "never do it)"
-        )
-    from voice_devtools import fake_kvs
-
-    if args.quiet_s <= fake_kvs.READ_TIMEOUT_S:
-        # GetMedia ends an idle payload after its own timeout, which is how a call's end is seen: a
-        # shorter stall guard takes every call's end for a stalled stream and fails the call after
-        # its retries.
-        raise UsageError(
-            f"--quiet-s must be above GetMedia's {fake_kvs.READ_TIMEOUT_S:g} s idle timeout, got "
-            f"{args.quiet_s:g}: a call's end would be taken for a stalled stream"
-        )
-    if not Path(args.file).is_file():
-        raise UsageError(
-            f"{args.file}: " + ("not a file" if Path(args.file).exists() else "no such file")
-        )
-    from voice_devtools.fake_kvs import load_stereo_call
-
-    try:  # read before anything starts: a recording it cannot use is refused at once
-        customer, agent = load_stereo_call(args.file)
-    except AudioError as error:
-        raise UsageError(str(error)) from error
-    from moto.server import ThreadedMotoServer
-
-    logging.getLogger("werkzeug").setLevel(
-        logging.ERROR
-    )  # moto's server would log every request it serves
-
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    server.start()
-    try:
-        host, port = server.get_host_and_port()
-        return asyncio.run(replay(args, f"http://{host}:{port}", customer, agent))
-    finally:
-        server.stop()

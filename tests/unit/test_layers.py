@@ -4,20 +4,24 @@ point down only.
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
     contracts  <  bridge              (services/: the bridge image ships the contracts beside it)
     contracts  <  voice_client        (the client library)
-    contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
-                                                   settings, the constructs' facts)
     contracts, voice_client  <  connect_consumer  (services/: the Connect consumer's image)
     contracts, voice_client, bridge  <  agent     (services/: the voice agent's bot, on the client
                                                    library's framework services and the bridge's
                                                    task protection, which its image copies)
-    ...  <  voice_devtools            (devtools/: the local runtime and the stand-ins, over what
+    contracts, voice_client, connect_consumer, bridge, agent  <  voice_devtools
+                                      (devtools/: the local runtime and the stand-ins, over what
                                        they stand in for)
     contracts, constructs_lib  <  tools   (the rule book reads the constructs' CDK-free facts)
+    contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
+                                                   settings, the constructs' facts;
+                                                   voicectl/commands/ also voice_devtools,
+                                                   imported inside the command)
 
 contracts imports nothing of the project and no third-party package (the standard library only), so
-every other part, the bridge's image and the staging build included, can carry it. No module
-imports another that imports it back (at module level; a package's own ``__init__`` aside, which
-Python runs first anyway)."""
+every other part, the bridge's image and the staging build included, can carry it. voicectl holds
+the commands only (the parser, ``voicectl/commands/`` and ``voicectl/operations/``), and the client
+library no command-line code (no argparse). No module imports another that imports it back (at
+module level; a package's own ``__init__`` aside, which Python runs first anyway)."""
 
 from __future__ import annotations
 
@@ -44,7 +48,7 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "agent": ("services/agent", frozenset({"contracts", "voice_client", "bridge"})),
     "voice_devtools": (
         "devtools/voice_devtools",
-        frozenset({"contracts", "voice_client", "voicectl", "connect_consumer", "bridge", "agent"}),
+        frozenset({"contracts", "voice_client", "connect_consumer", "bridge", "agent"}),
     ),
     # The gates over the synthesized templates (the cfn-lint rules) and the scripts the Makefile
     # runs: the rule book reads the instance catalogue and the constructs' props.
@@ -62,6 +66,11 @@ EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
         "preflight, cost and verify read the app's settings; capacity and "
         "verify the constructs' CDK-free facts; stage-model runs the staging "
         "build's own code",
+    ),
+    "voicectl/commands/": (
+        frozenset({"voice_devtools"}),
+        "local-runtime and connect-replay run the dev tools, imported inside the command "
+        "(test_voicectl_imports_the_dev_tools_inside_its_commands_only)",
     ),
 }
 #: Where each part's import root is, when not the repository's root (the services' packages,
@@ -247,3 +256,78 @@ def test_no_import_cycles():
     } <= set(graph)
     assert "contracts.realtime" in graph["bridge.protocol"]  # the graph sees the imports it must
     assert cycles(graph) == []
+
+
+def test_the_client_library_holds_no_command_line_code():
+    """voice_client is what a program calls: no argparse, no subcommand (``register``); the
+    commands over it are voicectl's."""
+    found = []
+    for path in part_files("voice_client"):
+        tree = ast.parse(path.read_text(), str(path))
+        if "argparse" in {name.split(".")[0] for n in imports(path) for name in imported_names(n)}:
+            found.append(f"{path.relative_to(ROOT)} imports argparse")
+        found += [
+            f"{path.relative_to(ROOT)} defines register()"
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == "register"
+        ]
+    assert found == []
+    command = ROOT / "voicectl/commands/transcribe.py"  # the check sees a command's argparse
+    assert "argparse" in {name for node in imports(command) for name in imported_names(node)}
+
+
+#: voicectl's modules that hold code: the parser and the two folders of commands.
+VOICECTL_CODE = ("voicectl/cli.py", "voicectl/commands/", "voicectl/operations/")
+
+
+def holds_code(path: Path) -> bool:
+    """False for a module of a docstring, imports and calls of what it imports (``__main__``'s
+    ``sys.exit(main())``)."""
+    for node in ast.parse(path.read_text()).body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        if isinstance(node, ast.Expr) and isinstance(node.value, (ast.Constant, ast.Call)):
+            continue
+        return True
+    return False
+
+
+def test_voicectl_holds_the_commands_only():
+    """Outside the parser (cli.py), voicectl/commands/ and voicectl/operations/, voicectl's modules
+    hold no code; every subcommand the parser lists is one of those folders' modules."""
+    from voicectl import cli
+
+    outside = [
+        str(path.relative_to(ROOT))
+        for path in part_files("voicectl")
+        if not str(path.relative_to(ROOT)).startswith(VOICECTL_CODE)
+    ]
+    assert sorted(outside) == ["voicectl/__init__.py", "voicectl/__main__.py"]
+    assert [module for module in outside if holds_code(ROOT / module)] == []
+    assert holds_code(ROOT / "voicectl/cli.py")  # the check tells code from a re-export
+    assert [
+        module
+        for module in cli.SUBCOMMAND_MODULES
+        if not module.startswith(("voicectl.commands.", "voicectl.operations."))
+    ] == []
+
+
+def test_voicectl_imports_the_dev_tools_inside_its_commands_only():
+    """The dev tools are installed in a clone only: voicectl imports them inside a command's
+    function (or for type checking), never when its module loads, so the parser and every other
+    command work without them."""
+    loaded = []
+    for path in part_files("voicectl"):
+        for node in _module_level_imports(ast.parse(path.read_text()).body):
+            for name in imported_names(node):
+                if name.split(".")[0] == "voice_devtools":
+                    loaded.append(f"{path.relative_to(ROOT)}:{node.lineno} imports {name}")
+    assert loaded == []
+    inside = {
+        str(path.relative_to(ROOT))
+        for path in part_files("voicectl")
+        for node in imports(path)
+        for name in imported_names(node)
+        if name.split(".")[0] == "voice_devtools"
+    }
+    assert inside == {"voicectl/commands/local_runtime.py", "voicectl/commands/connect_replay.py"}

@@ -14,10 +14,10 @@ import pytest
 
 from tests.e2e.local.conftest import VOXTRAL, Stack, StackRunner, front_door_env
 from tests.e2e.local.test_local_readme_examples import readme_examples, run_example
-from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import transcribe
+from tests.unit.voice_client.clients_testkit import client_parser, serve_mic_page
 from voice_devtools.local.bidi import StreamSettings
 from voice_devtools.local.fake_vllm import free_port
+from voicectl.commands import transcribe
 
 pytestmark = pytest.mark.vllm
 
@@ -81,8 +81,7 @@ def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, mo
     pytest.importorskip(
         "gradio", reason="the mic extra is not installed (make test-vllm installs it)"
     )
-    from tests.unit.voice_client.test_mic import PageClient, recording_url, tone
-    from voice_client import mic
+    from tests.unit.voice_client.mic_testkit import PageClient, recording_url, tone
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2", real_stack.url)
     args = client_parser().parse_args(["mic", "--endpoint", VOXTRAL, "--port", str(free_port())])
@@ -97,7 +96,7 @@ def test_the_mic_pages_server_side_records_through_the_front_door(real_stack, mo
         await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
         return await client.until("done", timeout=120)
 
-    with mic.serve(args) as page_url:
+    with serve_mic_page(args) as page_url:
         done = asyncio.run(record(recording_url(page_url)))
     assert done["text"].strip() and done["result"]["audio_seconds_sent"] == pytest.approx(
         2.0, abs=0.01

@@ -1,20 +1,19 @@
-"""``voicectl local-runtime``: a local SageMaker runtime in front of local containers, so the
-clients' real AWS code path (SigV4, HTTP/2, event streams) runs without AWS.
+"""A local SageMaker runtime in front of local containers, so the clients' real AWS code path
+(SigV4, HTTP/2, event streams) runs without AWS: :func:`prepare` listens, makes the certificate and
+writes the clients' environment; :func:`serve_until_signal` serves until SIGINT or SIGTERM.
+``voicectl local-runtime`` (:mod:`voicectl.commands.local_runtime`) runs both and prints what a
+client needs; ``make local`` starts it together with the bridge, the fake vLLM and the Sonic
+stand-in.
 
-    voicectl local-runtime --endpoint voxtral-realtime=ws://127.0.0.1:8080 --endpoint sonic-tts=http://127.0.0.1:8090
-        [--port 8443] [--host localhost] [--region us-east-1] [--ca-file FILE] [--ping-interval 60]
-
-It listens on ``https://localhost:<port>`` with a certificate made at start (its CA file path is
-printed), accepts requests signed with ``VOICECTL_LOCAL_ACCESS_KEY_ID`` /
-``VOICECTL_LOCAL_SECRET_ACCESS_KEY`` (made up when unset) and prints the environment the clients
-need (those credentials as ``AWS_ACCESS_KEY_ID`` / ``AWS_SECRET_ACCESS_KEY``). What it serves:
-:mod:`voice_devtools.local.runtime`. ``make local`` starts it together with the bridge, the fake
-vLLM and the Sonic stand-in.
+It listens on ``https://localhost:<port>`` with a certificate made at start, accepts requests
+signed with ``VOICECTL_LOCAL_ACCESS_KEY_ID`` / ``VOICECTL_LOCAL_SECRET_ACCESS_KEY`` (made up when
+unset) and writes the environment the clients need (those credentials as ``AWS_ACCESS_KEY_ID`` /
+``AWS_SECRET_ACCESS_KEY``) to ``env.sh`` beside the CA file. What it serves:
+:mod:`voice_devtools.local.runtime`.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import logging
@@ -27,13 +26,15 @@ import signal
 import socket
 import sys
 import tempfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from voicectl.cli import UsageError
+from voice_client.errors import UsageError
 
 if TYPE_CHECKING:
-    from voice_devtools.local.runtime import LocalRuntime
+    from voice_devtools.local.runtime import LocalEndpoint, LocalRuntime
     from voice_devtools.local.serving import TlsFiles
 
 ACCESS_KEY_VARIABLE = "VOICECTL_LOCAL_ACCESS_KEY_ID"
@@ -41,72 +42,6 @@ SECRET_KEY_VARIABLE = "VOICECTL_LOCAL_SECRET_ACCESS_KEY"
 """The local credentials the front door accepts, when given (else made up at start); not the
 standard AWS variables, so that a shell's real credentials are never taken, printed or written to
 env.sh."""
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``local-runtime`` subcommand."""
-    from voice_devtools.local.bidi import PING_INTERVAL_S
-    from voice_devtools.local.runtime import DEFAULT_PORT
-
-    parser = subparsers.add_parser(
-        "local-runtime",
-        help="serve a local SageMaker runtime (HTTPS, HTTP/2, SigV4) in front of local containers",
-        description=(
-            "Serve SageMaker runtime's InvokeEndpointWithBidirectionalStream and "
-            "InvokeEndpointWithResponseStream on https://localhost:PORT, in front of local "
-            "containers, so that transcribe, mic and speak run their real AWS code path without "
-            "AWS. Prints the CA file and the environment the clients need."
-        ),
-    )
-    parser.add_argument(
-        "--endpoint",
-        action="append",
-        required=True,
-        metavar="NAME[/VARIANT]=URL",
-        help="an endpoint (ProductionVariant, default AllTraffic) and its container: "
-        "ws://HOST:PORT for a bidirectional streaming container (the bridge), http://HOST:PORT "
-        "for one without (the Sonic stand-in); repeat for each",
-    )
-    parser.add_argument(
-        "--port",
-        type=int,
-        default=DEFAULT_PORT,
-        help=f"port (default: {DEFAULT_PORT}; 0: any free)",
-    )
-    parser.add_argument(
-        "--host",
-        default="localhost",
-        help="address to listen on (default: localhost, i.e. 127.0.0.1 and ::1)",
-    )
-    parser.add_argument(
-        "--region",
-        default="us-east-1",
-        help="Region the signatures must be scoped to (default: us-east-1)",
-    )
-    parser.add_argument(
-        "--ca-file",
-        metavar="FILE",
-        help="write the CA certificate here (default: a new temporary directory, removed at exit)",
-    )
-    parser.add_argument(
-        "--name",
-        action="append",
-        default=[],
-        metavar="HOSTNAME",
-        dest="names",
-        help="one more name the certificate covers, e.g. runtime.sagemaker.us-east-1.amazonaws.com "
-        "for a client that hard-codes SageMaker's hostname (it must then resolve to this "
-        "machine: the hosts-file line is printed); repeat for each",
-    )
-    parser.add_argument(
-        "--ping-interval",
-        type=float,
-        default=PING_INTERVAL_S,
-        metavar="SECONDS",
-        help=f"seconds between WebSocket pings to a container (default: {PING_INTERVAL_S:g}, as "
-        "SageMaker; the stream ends after 5 unanswered)",
-    )
-    parser.set_defaults(func=run)
 
 
 def client_environment(
@@ -245,84 +180,115 @@ def write_private(path: Path, text: str) -> None:
         handle.write(text)
 
 
-def run(args: argparse.Namespace) -> int:
-    """Entry point of ``voicectl local-runtime``; serves until SIGINT or SIGTERM, then returns 0."""
-    from voice_devtools.local.bidi import StreamSettings
+@dataclass
+class PreparedRuntime:
+    """A front door ready to serve (:func:`prepare`).
+
+    Attributes:
+        url: the runtime's URL the clients call (``https://localhost:PORT``).
+        region: the Region the signatures must be scoped to.
+        endpoints: the endpoints and their containers.
+        tls: the CA file the clients trust and the server's key and chain.
+        names: the names the certificate covers beyond the local ones (``names`` and a ``host``
+            that is not a wildcard).
+        environment: the clients' environment (:func:`client_environment`).
+        env_file: the shell script exporting it (mode 0600: it holds the local secret key).
+        app: the front door's ASGI application.
+        sockets: the listening sockets.
+    """
+
+    url: str
+    region: str
+    endpoints: list[LocalEndpoint]
+    tls: TlsFiles
+    names: list[str]
+    environment: dict[str, str]
+    env_file: Path
+    app: LocalRuntime
+    sockets: list[socket.socket]
+
+
+@contextlib.contextmanager
+def prepare(
+    endpoint_specs: list[str],
+    *,
+    port: int,
+    host: str = "localhost",
+    region: str = "us-east-1",
+    ca_file: Path | None = None,
+    names: Iterable[str] = (),
+    ping_interval_s: float | None = None,
+) -> Iterator[PreparedRuntime]:
+    """Check the arguments, listen on ``host``:``port``, make the certificate and write the clients'
+    environment; yield the runtime ready to serve, and remove its temporary files on exit.
+
+    Args:
+        endpoint_specs: ``NAME[/VARIANT]=URL`` for each endpoint
+            (:func:`voice_devtools.local.runtime.parse_endpoints`).
+        port: 0 to 65535 (0: any free one).
+        host: the address to listen on (``localhost``: 127.0.0.1 and ::1).
+        region: the Region the signatures must be scoped to.
+        ca_file: where the CA certificate is written (None: a temporary directory, removed on
+            exit); ``env.sh`` is written beside it.
+        names: more names the certificate covers (host names or IP addresses).
+        ping_interval_s: seconds between WebSocket pings to a container (None: SageMaker's).
+
+    Raises:
+        UsageError: a bad endpoint, port, name or ping interval, or the port cannot be bound.
+    """
+    from voice_devtools.local.bidi import PING_INTERVAL_S, StreamSettings
     from voice_devtools.local.runtime import LocalRuntime, parse_endpoints
-    from voice_devtools.local.serving import certificate_names, listen_sockets, make_certificate
+    from voice_devtools.local.serving import listen_sockets, make_certificate
     from voice_devtools.local.sigv4 import LocalCredentials
 
     try:
-        endpoints = parse_endpoints(args.endpoint)
-        settings = StreamSettings(ping_interval_s=args.ping_interval)
+        endpoints = parse_endpoints(endpoint_specs)
+        settings = StreamSettings(
+            ping_interval_s=PING_INTERVAL_S if ping_interval_s is None else ping_interval_s
+        )
     except ValueError as error:
         raise UsageError(str(error)) from error
-    if not 0 <= args.port <= 65535:
-        raise UsageError(f"--port must be 0 to 65535, got {args.port}")
-    names = validate_names(list(getattr(args, "names", [])))
-    if args.host not in ("localhost", "0.0.0.0", "::"):  # what the caller asked to listen on
-        names.append(args.host)  # env.sh's URL names it: the certificate must cover it
+    if not 0 <= port <= 65535:
+        raise UsageError(f"--port must be 0 to 65535, got {port}")
+    names = validate_names(list(names))
+    if host not in ("localhost", "0.0.0.0", "::"):  # what the caller asked to listen on
+        names.append(host)  # env.sh's URL names it: the certificate must cover it
     # Never the caller's own AWS credentials: they would be printed and written to env.sh.
     key_id = os.environ.get(ACCESS_KEY_VARIABLE) or "AKIALOCAL" + secrets.token_hex(6).upper()
     secret = os.environ.get(SECRET_KEY_VARIABLE) or secrets.token_urlsafe(30)
     try:
-        sockets = listen_sockets(args.host, args.port)
+        sockets = listen_sockets(host, port)
     except OSError as error:
         raise UsageError(
-            f"cannot listen on {args.host}:{args.port} ({error.strerror or error}); is another "
+            f"cannot listen on {host}:{port} ({error.strerror or error}); is another "
             "local runtime running? Choose another --port"
         ) from error
     state = Path(tempfile.mkdtemp(prefix="voicectl-local-runtime-"))
     try:
-        tls = make_certificate(state, Path(args.ca_file).resolve() if args.ca_file else None, names)
-        port = sockets[0].getsockname()[1]
-        url = f"https://{'localhost' if args.host == 'localhost' else args.host}:{port}"
-        environment = client_environment(url, tls.ca_file, key_id, secret, args.region)
+        tls = make_certificate(state, ca_file.resolve() if ca_file else None, names)
+        bound = sockets[0].getsockname()[1]
+        url = f"https://{'localhost' if host == 'localhost' else host}:{bound}"
+        environment = client_environment(url, tls.ca_file, key_id, secret, region)
         env_file = tls.ca_file.parent / "env.sh"
         write_private(env_file, environment_script(environment))  # it holds the local secret key
-        print(
-            f"voicectl local-runtime: SageMaker runtime on {url} (HTTP/2 and HTTP/1.1 over TLS), "
-            f"Region {args.region}",
-            flush=True,
-        )
-        for endpoint in endpoints:
-            kind = "bidirectional streaming" if endpoint.bidirectional else "response streaming"
-            print(f"  endpoint {endpoint.name} / {endpoint.variant}: {endpoint.container} ({kind})")
-        print(f"  CA certificate: {tls.ca_file} (for: {', '.join(certificate_names(names))})")
-        print(f"  client environment (source {env_file}):")
-        for name, value in environment.items():
-            print(f"    export {name}={shlex.quote(value)}")
-        if lines := hosts_lines(names):
-            print(
-                "  for a client that calls these names, resolve them to this machine (add to "
-                "/etc/hosts):"
-            )
-            for line in lines:
-                print(f"    {line}")
-        print(
-            "  for a client on awscrt (it ignores AWS_CA_BUNDLE and SSL_CERT_FILE), trust the CA "
-            "system-wide:"
-        )
-        for system, add, remove in system_trust_commands(tls.ca_file):
-            print(f"    {system}: {' && '.join(add)}")
-            print(f"      remove: {' && '.join(remove)}")
         app = LocalRuntime(
             endpoints=endpoints,
             credentials=LocalCredentials(key_id, secret),
-            region=args.region,
+            region=region,
             settings=settings,
         )
-        configure_logging()
-        asyncio.run(_serve_until_signal(app, sockets, tls))
+        yield PreparedRuntime(
+            url, region, endpoints, tls, names, environment, env_file, app, sockets
+        )
     finally:
         shutil.rmtree(state, ignore_errors=True)
-    print("voicectl local-runtime: stopped", file=sys.stderr)
-    return 0
 
 
-async def _serve_until_signal(
-    app: LocalRuntime, sockets: list[socket.socket], tls: TlsFiles
+async def serve_until_signal(
+    runtime: PreparedRuntime, on_ready: Callable[[], None] = lambda: None
 ) -> None:
+    """Serve ``runtime`` until SIGINT or SIGTERM; ``on_ready`` is called once the signals are
+    handled (a Ctrl-C before then ends the process as interrupted, not stopped)."""
     from voice_devtools.local.serving import serve_asgi
 
     shutdown = asyncio.Event()
@@ -330,7 +296,7 @@ async def _serve_until_signal(
     for signum in (signal.SIGINT, signal.SIGTERM):
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signum, shutdown.set)
-    # Only now: a Ctrl-C before the handlers exist would end the process as "interrupted" (exit
-    # 130), not "stopped".
-    print("  ready; Ctrl-C stops", flush=True)
-    await serve_asgi(app, sockets, shutdown, tls=tls)
+    # Only now: a Ctrl-C before the handlers exist would end the process as interrupted, not
+    # stopped.
+    on_ready()
+    await serve_asgi(runtime.app, runtime.sockets, shutdown, tls=runtime.tls)

@@ -21,8 +21,8 @@ from tests.unit.voice_client.clients_testkit import (
     ResponseStreamServer,
     Servers,
     client_parser,
+    serve_mic_page,
 )
-from voice_client import mic
 from voice_devtools.local.fake_vllm import free_port
 
 SENTENCE = "Hello from SageMaker. Streaming speech to text."
@@ -107,7 +107,7 @@ def fixture_stack(sonic_runtime) -> Iterator[tuple[Servers, str]]:
                     "local-voice",
                 ]
             )
-            with mic.serve(args) as url:
+            with serve_mic_page(args) as url:
                 yield servers, url
     finally:
         for name, value in saved.items():

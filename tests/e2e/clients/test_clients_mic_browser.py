@@ -32,8 +32,8 @@ from tests.e2e.clients.mic_browser_testkit import (  # noqa: F401 (fixtures)
     recorder_state,
     report,
 )
-from tests.unit.voice_client.clients_testkit import QuietBridge, client_parser
-from voice_client import mic
+from tests.unit.voice_client.clients_testkit import QuietBridge, client_parser, serve_mic_page
+from voice_client import mic_recording
 from voice_devtools.local.fake_vllm import free_port
 
 SCREENSHOT_ENV = "VOICECTL_MIC_SCREENSHOT"
@@ -214,7 +214,7 @@ def test_a_down_container_shows_one_steady_error_and_stops_recording(browser, ca
             str(free_port()),
         ]
     )
-    with mic.serve(args) as url:
+    with serve_mic_page(args) as url:
         page = browser.new_page()
         try:
             page.goto(url)
@@ -519,12 +519,12 @@ def test_a_stream_that_stops_answering_shows_the_stall_then_one_error_and_the_ne
         "STOP_TIMEOUT_S": 2.0,
         "WATCHDOG_TICK_S": 0.05,
     }.items():
-        monkeypatch.setattr(mic, name, value)
+        monkeypatch.setattr(mic_recording, name, value)
     bridge = QuietBridge()
     bridge.answers = 3  # three words, then nothing
     with bridge.serving() as container:
         args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
-        with mic.serve(args) as url:
+        with serve_mic_page(args) as url:
             page = browser.new_page()
             try:
                 page.goto(url)
@@ -585,7 +585,7 @@ def test_the_page_shows_connecting_until_accepted_and_a_refused_stream_never_sho
     bridge = QuietBridge()
     with bridge.serving() as container:
         args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
-        with mic.serve(args) as url:
+        with serve_mic_page(args) as url:
             page = browser.new_page()
             try:
                 page.goto(url)

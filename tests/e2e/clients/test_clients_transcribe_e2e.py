@@ -12,9 +12,9 @@ import pytest
 import soundfile
 
 from tests.unit.voice_client.clients_testkit import Servers, popen_interruptible
-from voice_client import transcribe
 from voice_client.audio import CHUNK_BYTES, load_pcm16
 from voice_devtools.local.fake_vllm import SAMPLES_PER_TOKEN, TAIL_TOKENS
+from voicectl.commands import transcribe
 
 DELTAS = ("Hello ", "from ", "SageMaker. ", "Streaming ", "speech ", "to ", "text.")
 
@@ -211,7 +211,7 @@ def test_ctrl_c_closes_the_stream_cleanly(recording, tmp_path):
     # modules.
     script = (
         "import sys\nfrom voicectl import cli\ncli.SUBCOMMAND_MODULES = "
-        "('voice_client.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n"
+        "('voicectl.commands.transcribe',)\nsys.exit(cli.main(sys.argv[1:]))\n"
     )
     with Servers(deltas=("word ",), generate=True) as servers:
         process = popen_interruptible(

@@ -14,8 +14,8 @@ from tests.e2e.local.conftest import VOXTRAL
 from tests.e2e.local.test_local_refusals import RawH2
 from tests.e2e.local.test_local_streams import RECORDING, scripted  # noqa: F401 (a fixture)
 from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import speak, transcribe
 from voice_devtools.local.runtime import ACCESS_LOGGER, CallRecord
+from voicectl.commands import speak, transcribe
 
 LINE = re.compile(
     r"^(?P<operation>\S+(?: /\S*)?) (?P<target>\S+) (?P<status>\d{3}|-) "

@@ -22,10 +22,10 @@ from tests.e2e.local.test_local_access_log import access_lines
 from tests.e2e.local.test_local_refusals import RawH2, answer
 from tests.e2e.local.test_local_streams import RECORDING
 from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import transcribe
 from voice_devtools.local.bidi import StreamSettings
 from voice_devtools.local.bounds import CONNECTION_LOGGER, Held, ServerBounds, ServerLimits
 from voice_devtools.local.runtime import ACCESS_LOGGER
+from voicectl.commands import transcribe
 
 STREAM_PATH = f"/endpoints/{VOXTRAL}/invocations-bidirectional-stream"
 RESPONSE_STREAM_PATH = "/endpoints/sonic-tts/invocations-response-stream"

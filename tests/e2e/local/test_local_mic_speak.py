@@ -17,8 +17,8 @@ import pytest
 
 from tests.e2e.browser_testkit import chromium, requires_chromium, wait_until
 from tests.e2e.local.conftest import RECORDED_SPEECH, SONIC
-from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import mic
+from tests.unit.voice_client.clients_testkit import client_parser, serve_mic_page
+from voice_client import mic, mic_speak
 from voice_devtools.local.fake_sonic import MAX_GENERATIONS
 from voice_devtools.local.fake_vllm import free_port
 
@@ -64,7 +64,7 @@ def mic_page(client_env, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
             "local-voice",
         ]
     )
-    with mic.serve(args) as url:
+    with serve_mic_page(args) as url:
         yield url
 
 
@@ -91,7 +91,7 @@ def test_closing_the_speak_socket_mid_speech_cancels_sonic(client_env, mic_page,
     first, audio = asyncio.run(speak_then_leave())
     wait_until(lambda: sonic.generations == 0, WAIT_S)
     (call,) = sonic.calls
-    assert first == {"type": "audio", "sample_rate_hz": mic.SPEAK_SAMPLE_RATE_HZ}
+    assert first == {"type": "audio", "sample_rate_hz": mic_speak.SPEAK_SAMPLE_RATE_HZ}
     assert isinstance(audio, bytes) and audio == bytes(call.audio[: len(audio)])
     assert call.cancelled and len(call.audio) < call.full_audio_bytes / 2, len(call.audio)
     assert "voicectl mic: speak abandoned: the page's WebSocket closed" in capsys.readouterr().err

@@ -134,8 +134,8 @@ def test_local_runtime_reports_a_port_in_use(capsys):
 )
 def test_endpoint_url_is_checked_before_anything_is_called(url, message, tmp_path):
     from tests.unit.voice_client.clients_testkit import client_parser
-    from voice_client import speak, transcribe
     from voicectl.cli import UsageError
+    from voicectl.commands import speak, transcribe
 
     with pytest.raises(UsageError, match=re.escape(message)):
         transcribe.run(

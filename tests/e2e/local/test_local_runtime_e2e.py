@@ -13,8 +13,8 @@ import soundfile
 
 from tests.e2e.local.conftest import REGION, SONIC, VOXTRAL
 from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import speak, transcribe
 from voice_client.audio import load_pcm16
+from voicectl.commands import speak, transcribe
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 

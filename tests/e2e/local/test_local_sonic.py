@@ -13,8 +13,9 @@ import soundfile
 
 from tests.e2e.local.conftest import REGION, SONIC
 from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import speak
+from voice_client import speak as speak_library
 from voice_devtools.local.fake_sonic import CHUNK_MS
+from voicectl.commands import speak
 
 
 def run_speak(stack, out, text="A sentence long enough for several chunks of audio."):
@@ -61,7 +62,8 @@ def test_a_request_the_container_refuses_is_a_model_error_with_its_status(client
         == f"arn:aws:logs:{REGION}:123456789012:log-group:/aws/sagemaker/Endpoints/{SONIC}"
     )
     assert "Received client error (422) from AllTraffic" in response["Error"]["Message"]
-    assert "HTTP 422" in speak.describe_client_error(raised.value, SONIC)  # the 422 hint for users
+    # the 422 hint for users
+    assert "HTTP 422" in speak_library.describe_client_error(raised.value, SONIC)
 
 
 def test_an_error_event_mid_stream_keeps_the_audio_before_it(client_env, tmp_path, capsys):

@@ -14,9 +14,9 @@ import pytest
 
 from tests.e2e.local.conftest import E2E_ACCEPT_S, REGION, SECRET_ACCESS_KEY
 from tests.unit.voice_client.clients_testkit import client_parser
-from voice_client import transcribe
 from voice_client.realtime import RealtimeError
 from voice_devtools.local.bidi import StreamSettings
+from voicectl.commands import transcribe
 
 RECORDING = "tests/clients/data/speech_22k_stereo.wav"
 

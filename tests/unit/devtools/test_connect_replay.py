@@ -1,173 +1,111 @@
-"""``voicectl connect-replay``: a stereo recording through the start function, moto (SQS,
-EventBridge, DynamoDB), the KVS stand-in and the consumer to the bridge (the fake vLLM behind it);
-both speakers' finals on stdout."""
+"""voice_devtools.connect_replay: the checks of what a replay is given, the event Connect sends, how
+a call's end reads, and one replay of a stereo recording through the start function, moto, the KVS
+stand-in and the consumer to the bridge (the fake vLLM behind it), its segments handed over as they
+arrive. The command that prints them: tests/unit/voicectl/commands/test_connect_replay.py."""
 
 from __future__ import annotations
 
-import asyncio
-import re
-import threading
+import sys
 
 import numpy as np
 import pytest
 import soundfile
 
+from tests.unit.devtools.replay_testkit import (  # noqa: F401 (short_kvs_reads: a fixture)
+    Background,
+    short_kvs_reads,
+)
 from tests.unit.services.connect_consumer.connect_testkit import (
     QUIET_S,
     READ_TIMEOUT_S,
-    servers,
     speech_like,
 )
-from voicectl.cli import main
+from voice_client.errors import UsageError
+from voice_client.transcribe import TranscriptionTarget
+from voice_devtools import connect_replay
 
 
-@pytest.fixture(autouse=True)
-def short_kvs_reads(monkeypatch):
-    """The command's KVS stand-in ends a quiet read as the consumer's own tests have theirs
-    (connect_testkit's READ_TIMEOUT_S) instead of after GetMedia's 3 s (each call's end waits out
-    two); tests/e2e/local runs the command as shipped."""
-    monkeypatch.setattr("voice_devtools.fake_kvs.READ_TIMEOUT_S", READ_TIMEOUT_S)
-
-
-class Background:
-    """The bridge and the fake vLLM on an event loop in a thread (the CLI runs its own loop)."""
-
-    def __enter__(self):
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.context = servers()
-        self.url, _kvs, _vllm = asyncio.run_coroutine_threadsafe(
-            self.context.__aenter__(), self.loop
-        ).result(20)
-        return self
-
-    def __exit__(self, *exc):
-        asyncio.run_coroutine_threadsafe(
-            self.context.__aexit__(None, None, None), self.loop
-        ).result(20)
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(5)
-
-
-def test_connect_replay_prints_both_speakers_in_call_order(tmp_path, capsys):
-    customer = np.frombuffer(speech_like(14, 1), dtype="<i2")
-    agent = np.frombuffer(speech_like(14, 2), dtype="<i2")
-    path = tmp_path / "call.wav"
-    soundfile.write(path, np.stack([customer, agent], axis=1), 8000, subtype="PCM_16")
-    with Background() as background:
-        code = main(
-            [
-                "connect-replay",
-                str(path),
-                "--url",
-                background.url,
-                "--speed",
-                "0",
-                "--quiet-s",
-                str(QUIET_S),
-            ]
-        )
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    lines = [line for line in out.splitlines() if line.startswith("[")]
-    speakers = {re.search(r"\] (\w+)", line).group(1) for line in lines}
-    assert speakers == {"customer", "agent"}
-    for who in ("customer", "agent"):
-        ends = [
-            float(m.group(2))
-            for line in lines
-            if (m := re.match(r"\[\s*([\d.]+)-\s*([\d.]+) s\] " + who, line))
-        ]
-        assert ends == sorted(ends) and abs(ends[-1] - 14.0) < 0.05
-    assert '"transcription": "started"' in err and "ended: the stream ended" in err
-
-
-def test_connect_replay_runs_twice_in_one_process(tmp_path, capsys):
-    """moto's in-process backends outlive its server: the second replay must not find the first
-    one's resources."""
-    path = tmp_path / "call.wav"
-    soundfile.write(
-        path,
-        np.stack(
-            [
-                np.frombuffer(speech_like(3, 1), dtype="<i2"),
-                np.frombuffer(speech_like(3, 2), dtype="<i2"),
-            ],
-            axis=1,
+@pytest.mark.parametrize(
+    ("quiet_s", "message"),
+    [
+        (float("nan"), "--quiet-s must be a finite number of seconds above 0, got nan: "),
+        (0.0, "--quiet-s must be a finite number of seconds above 0, got 0: "),
+        (
+            READ_TIMEOUT_S,
+            f"--quiet-s must be above GetMedia's {READ_TIMEOUT_S:g} s idle timeout, got "
+            f"{READ_TIMEOUT_S:g}: a call's end would be taken for a stalled stream",
         ),
-        8000,
-        subtype="PCM_16",
-    )
+    ],
+)
+def test_a_quiet_time_that_cannot_tell_a_stall_from_the_end_is_refused(quiet_s, message):
+    with pytest.raises(UsageError) as refused:
+        connect_replay.check_quiet_s(quiet_s)
+    assert str(refused.value).startswith(message)
+    connect_replay.check_quiet_s(QUIET_S)  # above the idle timeout: accepted
+
+
+def test_a_call_is_loaded_before_anything_starts_and_a_bad_one_is_refused(tmp_path):
+    customer = np.frombuffer(speech_like(1, 1), dtype="<i2")
+    agent = np.frombuffer(speech_like(1, 2), dtype="<i2")
+    call = tmp_path / "call.wav"
+    soundfile.write(call, np.stack([customer, agent], axis=1), 8000, subtype="PCM_16")
+    assert connect_replay.load_call(call) == (customer.tobytes(), agent.tobytes())
+    with pytest.raises(UsageError, match=r"absent\.wav: no such file$"):
+        connect_replay.load_call(tmp_path / "absent.wav")
+    with pytest.raises(UsageError, match=r": not a file$"):
+        connect_replay.load_call(tmp_path)
+    mono = tmp_path / "mono.wav"
+    soundfile.write(mono, customer, 8000, subtype="PCM_16")
+    with pytest.raises(UsageError, match="two channels"):
+        connect_replay.load_call(mono)
+
+
+def test_the_event_is_what_connect_sends_after_start_media_streaming():
+    event = connect_replay.connect_event("c-1", "arn:aws:kinesisvideo:stream/s/1", "91343852")
+    assert event["Name"] == "ContactFlowEvent"
+    contact = event["Details"]["ContactData"]
+    assert (contact["ContactId"], contact["Channel"]) == ("c-1", "VOICE")
+    assert contact["MediaStreams"]["Customer"]["Audio"] == {
+        "StreamARN": "arn:aws:kinesisvideo:stream/s/1",
+        "StartFragmentNumber": "91343852",
+        "StartTimestamp": "1700000000000",
+    }
+
+
+@pytest.mark.parametrize(
+    ("reason", "failed"),
+    [
+        ("the stream ended", False),
+        ("failed: the endpoint refused the stream", True),
+        (RuntimeError("boom"), True),
+    ],
+)
+def test_a_call_failed_when_the_consumer_says_so(reason, failed):
+    assert connect_replay.ReplayOutcome("c-1", reason).failed is failed
+
+
+def test_a_replay_hands_over_the_start_functions_answer_and_both_speakers_segments(tmp_path):
+    customer = speech_like(6, 1)
+    agent = speech_like(6, 2)
+    answers, segments = [], []
+    stdout = sys.stdout
     with Background() as background:
-        for _ in range(2):
-            code = main(
-                [
-                    "connect-replay",
-                    str(path),
-                    "--url",
-                    background.url,
-                    "--speed",
-                    "0",
-                    "--quiet-s",
-                    str(QUIET_S),
-                ]
-            )
-            _out, err = capsys.readouterr()
-            assert code == 0, err
-            assert "ended: the stream ended" in err
-
-
-def test_connect_replay_refuses_a_mono_recording_naming_what_it_needs(tmp_path, capsys):
-    path = tmp_path / "mono.wav"
-    soundfile.write(path, np.frombuffer(speech_like(2, 1), dtype="<i2"), 8000, subtype="PCM_16")
-    code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x"])
-    _out, err = capsys.readouterr()
-    assert code != 0 and "two channels" in err
-
-
-def test_connect_replay_refuses_a_quiet_time_within_get_medias_idle_timeout(tmp_path, capsys):
-    path = tmp_path / "call.wav"
-    soundfile.write(path, np.zeros((8000, 2), dtype="<i2"), 8000, subtype="PCM_16")
-    code = main(
-        [
-            "connect-replay",
-            str(path),
-            "--url",
-            "ws://127.0.0.1:9/x",
-            "--quiet-s",
-            str(READ_TIMEOUT_S),
-        ]
-    )
-    err = capsys.readouterr().err
-    assert (
-        code == 2
-        and (
-            f"--quiet-s must be above GetMedia's {READ_TIMEOUT_S:g} s idle timeout, "
-            f"got {READ_TIMEOUT_S:g}"
+        outcome = connect_replay.replay_call(
+            customer,
+            agent,
+            TranscriptionTarget(url=background.url),
+            speed=0,
+            quiet_s=QUIET_S,
+            on_started=answers.append,
+            on_segment=segments.append,
         )
-        in err
-    )
-
-
-@pytest.mark.parametrize("quiet_s", ["nan", "inf", "0", "-1"])
-def test_connect_replay_refuses_a_quiet_time_that_would_never_or_at_once_end_the_call(
-    tmp_path, capsys, quiet_s
-):
-    path = tmp_path / "call.wav"
-    soundfile.write(path, np.zeros((800, 2), dtype="<i2"), 8000, subtype="PCM_16")
-    code = main(["connect-replay", str(path), "--url", "ws://127.0.0.1:9/x", "--quiet-s", quiet_s])
-    _out, err = capsys.readouterr()
-    assert (
-        code == 2
-        and f"--quiet-s must be a finite number of seconds above 0, got {float(quiet_s):g}" in err
-    )
-
-
-def test_connect_replay_refuses_a_recording_without_samples_and_a_directory(tmp_path, capsys):
-    empty = tmp_path / "empty.wav"
-    soundfile.write(empty, np.zeros((0, 2), dtype="<i2"), 8000, subtype="PCM_16")
-    assert main(["connect-replay", str(empty), "--url", "ws://127.0.0.1:9/x"]) == 2
-    assert f"{empty}: the recording holds no audio" in capsys.readouterr().err
-    assert main(["connect-replay", str(tmp_path), "--url", "ws://127.0.0.1:9/x"]) == 2
-    assert f"{tmp_path}: not a file" in capsys.readouterr().err
+    assert sys.stdout is stdout  # the consumer's lines went to os.devnull, and stdout is back
+    assert (outcome.failed, outcome.reason) == (False, "the stream ended")
+    assert answers and answers[0]["transcription"] == "started"
+    assert {segment.speaker for segment in segments} == {
+        "AUDIO_FROM_CUSTOMER",
+        "AUDIO_TO_CUSTOMER",
+    }
+    for speaker in ("AUDIO_FROM_CUSTOMER", "AUDIO_TO_CUSTOMER"):
+        ends = [segment.end_s for segment in segments if segment.speaker == speaker]
+        assert ends == sorted(ends) and abs(ends[-1] - 6.0) < 0.05

@@ -21,9 +21,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 from tests.conftest import ROOT
-from voice_client import mic, speak, transcribe
+from voice_client import mic
 from voice_client.realtime import TransportClosed
 from voice_devtools.local.fake_vllm import FakeVllm
+from voicectl.commands import (
+    mic as mic_command,
+    speak as speak_command,
+    transcribe as transcribe_command,
+)
 
 
 def popen_interruptible(args: list[str], **popen_options) -> subprocess.Popen:
@@ -52,9 +57,15 @@ def client_parser() -> argparse.ArgumentParser:
     another branch)."""
     parser = argparse.ArgumentParser(prog="voicectl")
     subparsers = parser.add_subparsers(dest="command", required=True)
-    for module in (transcribe, speak, mic):
+    for module in (transcribe_command, speak_command, mic_command):
         module.register(subparsers)
     return parser
+
+
+def serve_mic_page(args: argparse.Namespace) -> contextlib.AbstractContextManager[str]:
+    """Serve the mic page for ``voicectl mic`` arguments as the command does (its settings, its
+    terminal lines), without waiting for Ctrl-C; yields the page's URL."""
+    return mic.serve(mic_command.page_settings(args), log=mic_command.log)
 
 
 # ---- an in-memory realtime server --------------------------------------------------------------

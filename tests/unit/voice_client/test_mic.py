@@ -1,9 +1,10 @@
-"""``voicectl mic`` without a browser: launch settings, the microphone transcriber, and the page's
+"""voice_client.mic without a browser: launch settings, the optional dependency, and the page's
 recording WebSocket served by the real Gradio app, in front of the real bridge and the fake vLLM
 (loopback only).
 
 The page's recorder (JavaScript) in real Chromium:
-``tests/e2e/clients/test_clients_mic_browser.py``."""
+``tests/e2e/clients/test_clients_mic_browser.py``; the command (``voicectl mic``):
+``tests/unit/voicectl/commands/test_mic.py``."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ import contextlib
 import json
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,37 +21,27 @@ import numpy as np
 import pytest
 
 from tests.conftest import ROOT
-from tests.unit.voice_client.clients_testkit import QuietBridge, Servers, popen_interruptible
-from voice_client import mic
-from voice_client.audio import CHUNK_BYTES
-from voice_client.realtime import RealtimeError, WebSocketTransport
+from tests.unit.voice_client.clients_testkit import Servers, serve_mic_page
+from tests.unit.voice_client.mic_testkit import (
+    LIVENESS_S,
+    RATE_HZ,
+    PageClient,
+    expected_16k_samples,
+    on_servers,
+    record_held,
+    recording_url,
+    tone,
+)
+from voice_client import mic, mic_recording
+from voice_client.transcribe import TranscriptionTarget
 from voice_devtools.local.fake_vllm import free_port
 from voicectl.cli import UsageError
-
-CHUNK_SAMPLES = CHUNK_BYTES // 2
-
-RATE_HZ = 48_000
-#: How long a test waits before it calls a stream stuck, seconds: a liveness bound, not a latency
-#: target.
-LIVENESS_S = 10.0
-"""Sample rate of the synthetic microphone (a browser's usual)."""
-
-
-def tone(seconds: float, rate_hz: int = RATE_HZ, frequency_hz: float = 300.0) -> np.ndarray:
-    """A float32 sine at half scale."""
-    t = np.arange(round(rate_hz * seconds)) / rate_hz
-    return (0.5 * np.sin(2 * np.pi * frequency_hz * t)).astype(np.float32)
-
-
-def expected_16k_samples(samples: int, rate_hz: int = RATE_HZ) -> float:
-    return samples * 16_000 / rate_hz
-
 
 # ---- settings and the optional dependency ------------------------------------------------------
 
 
-def test_launch_binds_loopback_and_shares_only_with_share(parse):
-    default = mic.launch_kwargs(parse(["mic", "--endpoint", "voxtral"]))
+def test_launch_binds_loopback_and_shares_only_with_share():
+    default = mic.launch_kwargs(mic.MicSettings(TranscriptionTarget(endpoint="voxtral")))
     assert default == {
         "server_name": "127.0.0.1",
         "server_port": 7860,
@@ -62,7 +52,9 @@ def test_launch_binds_loopback_and_shares_only_with_share(parse):
         "ssr_mode": False,
         "footer_links": ["gradio", "settings"],
     }
-    shared = mic.launch_kwargs(parse(["mic", "--endpoint", "voxtral", "--share", "--port", "9000"]))
+    shared = mic.launch_kwargs(
+        mic.MicSettings(TranscriptionTarget(endpoint="voxtral"), share=True, port=9000)
+    )
     assert (shared["server_name"], shared["server_port"], shared["share"]) == (
         "127.0.0.1",
         9000,
@@ -70,12 +62,35 @@ def test_launch_binds_loopback_and_shares_only_with_share(parse):
     )
 
 
-def test_missing_gradio_tells_how_to_install(parse, monkeypatch):
-    monkeypatch.setitem(sys.modules, "gradio", None)  # makes `import gradio` raise ImportError
-    with pytest.raises(
-        UsageError, match=r"`make mic-deps` in the repository .* pip install '\.\[mic\]'"
-    ):
-        mic.run(parse(["mic", "--endpoint", "voxtral"]))
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        (
+            {"port": 0},
+            "--port must be a TCP port from 1 to 65535, got 0",
+        ),
+        (
+            {"session_limit_s": float("nan")},
+            "--session-limit must be a finite number of seconds, at least 1 ",
+        ),
+        (
+            {"target": TranscriptionTarget(url="http://127.0.0.1:8080/x")},
+            "--url must start with ws:// or wss://, got 'http://127.0.0.1:8080/x'",
+        ),
+        (
+            {"target": TranscriptionTarget()},
+            "give one target: a SageMaker endpoint (--endpoint) or a bridge (--url)",
+        ),
+    ],
+)
+def test_settings_the_page_cannot_serve_are_refused_before_gradio_is_imported(
+    settings, message, monkeypatch
+):
+    monkeypatch.setattr(mic, "import_gradio", lambda: pytest.fail("gradio was imported"))
+    arguments = {"target": TranscriptionTarget(url="ws://127.0.0.1:8080/x"), **settings}
+    with pytest.raises(UsageError) as refused, mic.serve(mic.MicSettings(**arguments)):
+        pass
+    assert str(refused.value).startswith(message)
 
 
 def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
@@ -88,207 +103,6 @@ def test_the_readmes_and_the_mic_command_give_the_same_install_hint():
         text = readme.read_text()
         assert "make mic-deps" in text, readme
         assert "once `pip install '.[mic]'` is done" not in text, readme
-
-
-@pytest.mark.parametrize("port", ["0", "65536", "-1"])
-def test_a_port_outside_1_to_65535_is_a_usage_error(parse, port):
-    with pytest.raises(UsageError, match=f"--port must be a TCP port from 1 to 65535, got {port}"):
-        mic.run(
-            parse(
-                [
-                    "mic",
-                    "--url",
-                    "ws://127.0.0.1:8080/invocations-bidirectional-stream",
-                    "--port",
-                    port,
-                ]
-            )
-        )
-
-
-def test_a_port_in_use_is_a_usage_error_naming_it(parse):
-    pytest.importorskip(
-        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
-    )
-    import socket
-
-    with socket.socket() as taken:
-        taken.bind(("127.0.0.1", 0))
-        taken.listen()
-        port = taken.getsockname()[1]
-        args = parse(
-            [
-                "mic",
-                "--url",
-                "ws://127.0.0.1:8080/invocations-bidirectional-stream",
-                "--port",
-                str(port),
-            ]
-        )
-        with pytest.raises(
-            UsageError, match=f"cannot serve the page on 127.0.0.1:{port} .*pass --port with a free"
-        ):
-            mic.run(args)
-
-
-class ScriptedTranscriber:
-    text = ""
-
-
-class RecordingPage:
-    def __init__(self) -> None:
-        self.sent: list[dict] = []
-
-    async def send(self, event: dict) -> None:
-        self.sent.append(event)
-
-
-def test_the_page_is_sent_the_transcript_without_taking_back_words_a_replay_discarded():
-    transcriber, page = ScriptedTranscriber(), RecordingPage()
-    publisher = mic.TranscriptPublisher(page, transcriber)
-
-    async def scenario() -> list[str]:
-        running = asyncio.create_task(publisher.run())
-        for text in [
-            "one ",
-            "one two ",
-            "",
-            "one ",
-            "one two ",
-            "one two three ",
-            "one two three four ",
-        ]:
-            transcriber.text = text  # "" and "one ": the session replayed after a drop, re-growing
-            publisher.update()
-            await asyncio.sleep(0)
-        transcriber.text = "one two three four "
-        await asyncio.sleep(0)
-        running.cancel()
-        return [event["text"] for event in page.sent]
-
-    sent = asyncio.run(scenario())
-    assert sent == ["one ", "one two ", "one two three ", "one two three four "]
-    transcriber.text = ""  # a replay discarded the text, then failed: the words received are kept
-    assert publisher.text() == "one two three four "
-    transcriber.text = "uno dos "  # a replay that transcribed differently is the new truth
-    assert publisher.text() == "uno dos "
-
-
-# ---- the microphone transcriber against the bridge and the fake vLLM ---------------------------
-
-
-def websocket_opener(url: str):
-    async def open_websocket():
-        return await WebSocketTransport.connect(url)
-
-    return open_websocket
-
-
-def test_every_sample_reaches_vllm_as_16k_mono_including_the_last_partial_chunk():
-    seconds = (
-        2.0 + 1234 / RATE_HZ
-    )  # not a whole number of 128 ms chunks, nor of the 0.25 s blocks fed below
-    stereo = (np.stack([tone(seconds)] * 2, axis=1) * 32767).astype(np.int16)
-    block = RATE_HZ // 4
-
-    with Servers(deltas=("one ", "two "), generate=True) as servers:
-
-        async def record():
-            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
-            await transcriber.start()
-            seen = []
-            for start in range(0, len(stereo), block):
-                transcriber.feed(RATE_HZ, stereo[start : start + block])
-                await asyncio.sleep(0.02)
-                seen.append(transcriber.text)
-            return seen, await transcriber.stop()
-
-        seen, result = asyncio.run(record())
-        (session,) = servers.vllm.sessions
-
-    received_samples = len(session.audio) // 2
-    assert abs(received_samples - expected_16k_samples(len(stereo))) <= 1
-    assert result.audio_seconds_sent == pytest.approx(received_samples / 16_000, abs=1e-9)
-    received = np.frombuffer(bytes(session.audio), dtype="<i2").astype(np.float64)
-    spectrum = np.abs(np.fft.rfft(received))
-    assert np.argmax(spectrum) * 16_000 / len(received) == pytest.approx(300, abs=1)
-    assert (
-        session.event_types()[-1] == "input_audio_buffer.commit"
-        and session.events[-1]["final"] is True
-    )
-    assert result.transcript == session.text
-    assert seen[0] == "" or len(seen[-1]) > len(seen[0])
-    assert seen[-1].startswith("one two one")  # the transcript grew while recording
-
-
-def test_the_stream_opens_when_the_recording_starts_and_serves_the_whole_recording():
-    with Servers() as servers:
-
-        async def record():
-            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
-            await transcriber.start()
-            session = await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(
-                    servers.vllm.wait_for_session(timeout=LIVENESS_S), servers.loop
-                )
-            )
-            # The session may already carry session.update and a first commit; no audio has been fed
-            # yet.
-            opened_before_audio = "input_audio_buffer.append" not in session.event_types()
-            transcriber.feed(RATE_HZ, tone(0.5))
-            return opened_before_audio, await transcriber.stop()
-
-        opened_before_audio, result = asyncio.run(record())
-        assert opened_before_audio
-        assert (
-            len(servers.vllm.sessions) == 1
-        )  # the stream opened at the start is the one used: no second connection
-        assert result.sessions == 1
-        assert servers.vllm.sessions[0].audio_bytes == round(expected_16k_samples(RATE_HZ // 2)) * 2
-
-
-def test_a_refused_stream_fails_the_start_naming_the_real_address():
-    port = free_port()
-
-    async def start():
-        await mic.MicTranscriber(
-            websocket_opener(f"ws://127.0.0.1:{port}/invocations-bidirectional-stream")
-        ).start()
-
-    with pytest.raises(RealtimeError) as raised:
-        asyncio.run(start())
-    assert f"`curl http://127.0.0.1:{port}/ping` must answer 200" in str(raised.value)
-    assert "HOST:PORT" not in str(raised.value)
-
-
-def test_cancel_closes_the_stream_to_vllm_at_once():
-    with Servers(generate=True) as servers:
-
-        async def abandon() -> None:
-            transcriber = mic.MicTranscriber(websocket_opener(servers.url))
-            await transcriber.start()
-            transcriber.feed(RATE_HZ, tone(0.5))
-            session = await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(servers.vllm.wait_for_session(), servers.loop)
-            )
-            await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(
-                    session.wait_for_event("input_audio_buffer.append"), servers.loop
-                )
-            )
-            await transcriber.cancel()
-            # Closed by the cancel itself, not by an idle timeout (the fake vLLM has none); the wait
-            # is a liveness bound.
-            await asyncio.wrap_future(
-                asyncio.run_coroutine_threadsafe(
-                    session.wait_closed(timeout=LIVENESS_S), servers.loop
-                )
-            )
-
-        asyncio.run(abandon())
-        assert not any(
-            event.get("final") for event in servers.vllm.sessions[0].events
-        )  # abandoned, not finished
 
 
 # ---- the page's recording WebSocket, served by the real Gradio app -----------------------------
@@ -305,53 +119,8 @@ def page() -> Iterator[tuple[Servers, str]]:
 
     with Servers(deltas=("hello ", "world "), generate=True) as servers:
         args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
-        with mic.serve(args) as url:
+        with serve_mic_page(args) as url:
             yield servers, recording_url(url)
-
-
-def recording_url(page_url: str) -> str:
-    return page_url.replace("http://", "ws://") + mic.RECORDING_PATH
-
-
-class PageClient:
-    """Speaks the page's side of the recording protocol over a real WebSocket."""
-
-    def __init__(self, connection) -> None:
-        self.connection = connection
-        self.messages: list[dict] = []
-
-    @classmethod
-    async def connect(cls, url: str, **kwargs) -> PageClient:
-        from websockets.asyncio.client import connect
-
-        return cls(await connect(url, **kwargs))
-
-    async def start(self, rate_hz: int = RATE_HZ) -> None:
-        await self.connection.send(json.dumps({"type": "start", "sample_rate_hz": rate_hz}))
-
-    async def next(self, timeout: float = 5.0) -> dict:
-        message = json.loads(await asyncio.wait_for(self.connection.recv(), timeout))
-        self.messages.append(message)
-        return message
-
-    async def until(self, kind: str, timeout: float = 5.0) -> dict:
-        while (message := await self.next(timeout))["type"] != kind:
-            assert message["type"] in ("started", "transcript"), message
-        return message
-
-    async def closed_by_server(self, timeout: float = 5.0) -> bool:
-        from websockets.exceptions import ConnectionClosedOK
-
-        try:
-            await asyncio.wait_for(self.connection.recv(), timeout)
-        except ConnectionClosedOK:
-            return True
-        return False
-
-
-def on_servers(servers: Servers, coroutine):
-    """Await ``coroutine`` on the servers' loop from the test's loop."""
-    return asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coroutine, servers.loop))
 
 
 def test_a_recording_streams_every_sample_and_ends_with_the_figures(page, capsys):
@@ -401,23 +170,20 @@ def test_a_recording_streams_every_sample_and_ends_with_the_figures(page, capsys
 def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatch):
     """Credentials and the SDK client (``open_target``) once per command, not per recording or
     chunk."""
-    import contextlib
-
-    from tests.unit.voice_client.clients_testkit import client_parser
     from voice_client import transcribe
 
     servers, _ = page
     entered, exited = [], []
 
     @contextlib.asynccontextmanager
-    async def counted_open_target(args):
+    async def counted_open_target(target):
         entered.append(time.monotonic())
-        async with transcribe.open_target(args) as opener:
+        async with transcribe.open_target(target) as opener:
             yield opener
         exited.append(time.monotonic())
 
     monkeypatch.setattr(mic, "open_target", counted_open_target)
-    args = client_parser().parse_args(["mic", "--url", servers.url, "--port", str(free_port())])
+    settings = mic.MicSettings(TranscriptionTarget(url=servers.url), port=free_port())
 
     async def record(url: str) -> dict:
         client = await PageClient.connect(url)
@@ -426,7 +192,7 @@ def test_the_target_is_opened_once_at_start_for_every_recording(page, monkeypatc
         await client.connection.send(json.dumps({"type": "stop", "samples": len(tone(0.3))}))
         return await client.until("done")
 
-    with mic.serve(args) as page_url:
+    with mic.serve(settings, log=lambda line: None) as page_url:
         assert len(entered) == 1  # before the address is given out
         done = [asyncio.run(record(recording_url(page_url))) for _ in range(3)]
         assert (len(entered), len(exited)) == (1, 0)
@@ -477,7 +243,7 @@ def test_a_down_container_fails_the_recording_once_naming_its_address(capsys):
         await client.connection.send(tone(0.3).tobytes())  # audio sent before the failure is known
         return await client.next(), await client.closed_by_server()
 
-    with mic.serve(args) as page_url:
+    with serve_mic_page(args) as page_url:
         error, closed = asyncio.run(record(recording_url(page_url)))
     message = error["message"]
     assert error["type"] == "error" and error["text"] == ""
@@ -674,7 +440,7 @@ def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page)
         with contextlib.suppress(
             Exception
         ):  # the server closes the socket once it refused the audio
-            for _ in range(int(mic.MAX_AHEAD_S) + 30):
+            for _ in range(int(mic_recording.MAX_AHEAD_S) + 30):
                 await client.connection.send(second)
         return await client.until("error"), await client.closed_by_server()
 
@@ -687,298 +453,7 @@ def test_audio_faster_than_real_time_ends_the_recording_with_a_clear_error(page)
     assert closed
 
 
-def test_a_stream_that_stops_taking_audio_ends_the_recording_before_holding_more_than_the_bound(
-    monkeypatch,
-):
-    transcriber = mic.MicTranscriber(opener=None)
-    monkeypatch.setattr(mic, "MAX_QUEUED_AUDIO_S", 1.0)
-    transcriber.feed(16_000, np.zeros(16_000, np.float32))  # 1 s: at the bound
-    with pytest.raises(
-        mic.AudioOverrun,
-        match=r"the endpoint stopped taking audio: 1 s of it is waiting to be sent "
-        r"\(at most 1 s is kept\)",
-    ):
-        transcriber.feed(16_000, np.zeros(CHUNK_SAMPLES, np.float32))
-
-
-def test_no_credentials_fail_at_start_and_free_the_port(parse, monkeypatch, tmp_path, capsys):
-    """An empty credential chain: exit 1 with the credentials message before the page's address is
-    printed."""
-    pytest.importorskip(
-        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
-    )
-    import socket
-
-    for name in [name for name in list(__import__("os").environ) if name.startswith("AWS_")]:
-        monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path))
-    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
-    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    port = free_port()
-    assert (
-        mic.run(
-            parse(["mic", "--endpoint", "voxtral", "--region", "us-east-1", "--port", str(port)])
-        )
-        == 1
-    )
-    err = capsys.readouterr().err
-    assert "voicectl mic: no usable AWS credentials" in err and "aws sso login" in err
-    assert "open http://" not in err
-    with socket.socket() as probe, pytest.raises(ConnectionRefusedError):
-        probe.connect(("127.0.0.1", port))
-
-
-#: How long the Ctrl-C test waits for ``voicectl mic`` to close the page's recording, then to exit,
-#: after SIGINT, seconds: a liveness bound. The exit includes the interpreter's teardown of Gradio's
-#: imports, seconds on a loaded machine.
-STOP_LIVENESS_S = 60.0
-
-
-async def record_until_closed(client: PageClient) -> None:
-    """Send tone in 0.1 s frames at real time, never Stop, until the server closes the page's
-    WebSocket."""
-    from websockets.exceptions import ConnectionClosed
-
-    frame = tone(0.1).tobytes()
-    with contextlib.suppress(ConnectionClosed):
-        while True:
-            await client.connection.send(frame)
-            await asyncio.sleep(0.1)
-
-
-def test_ctrl_c_stops_the_command_and_closes_open_recordings(page):
-    """``python -m voicectl mic``: prints the address, serves a recording, and on SIGINT closes it
-    and exits 0.
-
-    The page records without end (tone at real time, no Stop) and the signal is sent once the
-    transcript has come back to it: the recording is streaming both ways when the signal arrives, at
-    any machine speed."""
-    import signal
-    import subprocess
-
-    from websockets.exceptions import ConnectionClosedError
-
-    servers, _ = page
-    sessions_before = len(servers.vllm.sessions)
-    port = free_port()
-    command = popen_interruptible(
-        [sys.executable, "-m", "voicectl", "mic", "--url", servers.url, "--port", str(port)],
-        cwd=ROOT,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        assert (
-            command.stderr.readline()
-            == f"voicectl mic: open http://127.0.0.1:{port} (Ctrl-C to stop)\n"
-        )
-
-        async def record_then_interrupt() -> int:
-            client = await PageClient.connect(f"ws://127.0.0.1:{port}{mic.RECORDING_PATH}")
-            await client.start()
-            await client.until("started")
-            recording = asyncio.create_task(record_until_closed(client))
-            await client.until(
-                "transcript", timeout=LIVENESS_S
-            )  # vLLM's text came back through voicectl mic
-            command.send_signal(signal.SIGINT)
-            async with asyncio.timeout(
-                STOP_LIVENESS_S
-            ):  # the transcript keeps coming until the page is closed
-                with pytest.raises(ConnectionClosedError):
-                    while True:
-                        await client.next(timeout=LIVENESS_S)
-            await recording
-            return client.connection.close_code
-
-        assert (
-            asyncio.run(record_then_interrupt()) == 1012
-        )  # service restart: the page says voicectl mic went away
-        assert command.wait(STOP_LIVENESS_S) == 0
-    finally:
-        command.kill()
-        command.wait()
-    session = servers.vllm.sessions[sessions_before]
-    assert servers.call(session.wait_closed(timeout=LIVENESS_S), timeout=2 * LIVENESS_S) == 1000
-    assert not any(event.get("final") for event in session.events)  # abandoned, not finished
-    err = command.stderr.read()
-    assert (
-        "voicectl mic: stopping\n" in err
-        and "abandoned: the page's WebSocket closed (WebSocket code 1012)" in err
-    )
-    assert "Traceback" not in err
-
-
-# ---- the watchdog --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def quiet_page(monkeypatch) -> Iterator[tuple[QuietBridge, str]]:
-    """The mic page in front of a :class:`QuietBridge`, with the watchdog's timeouts shortened."""
-    pytest.importorskip(
-        "gradio", reason="the mic extra is not installed (make test installs requirements-mic.lock)"
-    )
-    from tests.unit.voice_client.clients_testkit import client_parser
-
-    for name, value in {
-        "FIRST_ANSWER_TIMEOUT_S": 1.0,
-        "STALL_NOTICE_S": 0.5,
-        "STALL_TIMEOUT_S": 1.5,
-        "STOP_TIMEOUT_S": 1.0,
-        "WATCHDOG_TICK_S": 0.05,
-    }.items():
-        monkeypatch.setattr(mic, name, value)
-    bridge = QuietBridge()
-    with bridge.serving() as container:
-        args = client_parser().parse_args(["mic", "--url", container, "--port", str(free_port())])
-        with mic.serve(args) as url:
-            yield bridge, recording_url(url)
-
-
-async def record_until_end(url: str, seconds: float, stop: bool = True) -> list[dict]:
-    """Record ``seconds`` of tone in 0.1 s frames at real time, Stop (if ``stop``), and return every
-    message up to the end (done or error)."""
-    client = await PageClient.connect(url)
-    await client.start()
-    await client.until("started")
-    from websockets.exceptions import ConnectionClosed
-
-    audio = tone(seconds)
-    step = RATE_HZ // 10
-    with contextlib.suppress(
-        ConnectionClosed
-    ):  # the server ends the recording (and the socket) on an error
-        for start in range(0, len(audio), step):
-            await client.connection.send(audio[start : start + step].tobytes())
-            await asyncio.sleep(0.1)
-        if stop:
-            await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
-    with contextlib.suppress(ConnectionClosed):
-        while (await client.next(10))["type"] not in ("done", "error"):
-            pass
-    return client.messages
-
-
-@pytest.mark.parametrize(
-    ("answers", "answer_done", "seconds", "expected"),
-    [
-        (
-            0,
-            True,
-            2.0,
-            r"ws://127\.0\.0\.1:\d+/invocations-bidirectional-stream accepted the stream but "
-            r"sent nothing back in 1 s\. Check that the endpoint is in service and its logs, "
-            r"then press Record again\.",
-        ),
-        (
-            2,
-            True,
-            3.0,
-            r"ws://\S+ stopped answering: nothing for 2 s while audio was sent\. Check .*",
-        ),
-        (
-            None,
-            False,
-            0.5,
-            r"The transcript did not finish within 1 s of Stop: ws://\S+ stopped answering\. "
-            r"Check .*",
-        ),
-    ],
-)
-def test_the_watchdog_ends_a_stream_that_stops_answering_and_the_next_recording_works(
-    quiet_page, answers, answer_done, seconds, expected
-):
-    bridge, url = quiet_page
-    bridge.answers, bridge.answer_done = answers, answer_done
-    messages = asyncio.run(record_until_end(url, seconds))
-    error = messages[-1]
-    assert error["type"] == "error" and re.fullmatch(expected, error["message"]), error
-    if answers == 2:  # the stall showed first, while audio was still sent
-        assert {"type": "stall", "silent_s": 0} not in messages
-        stalls = [message["silent_s"] for message in messages if message["type"] == "stall"]
-        assert stalls and stalls == sorted(set(stalls)) and stalls[0] >= 1, (
-            stalls
-        )  # each second once, rising
-    streams = bridge.streams
-    bridge.answers, bridge.answer_done = None, True
-    messages = asyncio.run(record_until_end(url, 0.5))
-    assert messages[-1]["type"] == "done" and messages[-1]["text"].startswith("word ")
-    assert bridge.streams == streams + 1
-
-
-@pytest.mark.parametrize(
-    ("message", "summary"),
-    [
-        (
-            "calling endpoint 'voxtral' failed (SmithyHTTPError: HTTP/2 could not be negotiated: "
-            "Http1_1)",
-            "The endpoint URL answered without HTTP/2, which streaming needs: HTTP/2 needs "
-            "https://, so check that --endpoint-url starts with https://.",
-        ),
-        (
-            "ModelError from endpoint 'voxtral' (container status None): Could not open a "
-            "WebSocket to the model container "
-            "at ws://127.0.0.1:9080/invocations-bidirectional-stream: [Errno 111] Connect call "
-            "failed ('127.0.0.1', 9080).. "
-            "Is the container healthy? See arn:aws:logs:us-east-1:123456789012:log-group:x",
-            "SageMaker endpoint voxtral could not reach its model container. Check that the "
-            "endpoint is in service and its CloudWatch logs, then press Record again.",
-        ),
-        (
-            "the page sent a bad message: an audio frame of 6 bytes is not whole float32 samples",
-            "The recording was stopped: the page sent a bad message: an audio frame of 6 bytes is "
-            "not whole float32 samples.",
-        ),
-        (
-            "the endpoint reported an error (invalid_audio): bad base64; see the endpoint's "
-            "CloudWatch logs",
-            "The endpoint reported an error (invalid_audio): bad base64.",
-        ),
-        (
-            # SonicError's
-            "Sonic endpoint 'sonic-tts' refused the request: ModelError (status 422): voice not "
-            "found. Sonic rejected the request as malformed (HTTP 422): check the voice ID",
-            "SageMaker endpoint voxtral refused the request (422: voice not found). Check the "
-            "voice ID "
-            "and the text.",
-        ),
-    ],
-)
-def test_errors_read_as_one_line_in_the_users_words(message, summary):
-    summarized = mic.summarize_error(message, "SageMaker endpoint voxtral")
-    assert summarized == summary
-    assert "\n" not in summarized and "arn:aws" not in summarized and summarized.count("retry") <= 1
-
-
 # ---- "Recording" only once the endpoint accepted the stream --------------------------------------
-
-
-async def record_held(url: str, bridge, seconds: float, release: bool) -> tuple[list[dict], int]:
-    """Send ``seconds`` of tone and Stop while ``bridge`` holds its first event (``bridge.gate``),
-    then let it go if ``release``, and return every message up to the end (done or error) and the
-    number of samples sent."""
-    client = await PageClient.connect(url)
-    await client.start()
-    audio = tone(seconds)
-    step = RATE_HZ // 10
-    for start in range(0, len(audio), step):  # 1 s, under MAX_AHEAD_S: sent at once
-        await client.connection.send(audio[start : start + step].tobytes())
-    await client.connection.send(json.dumps({"type": "stop", "samples": len(audio)}))
-    deadline = time.monotonic() + LIVENESS_S
-    while (
-        not bridge.held and time.monotonic() < deadline
-    ):  # the stream is open, its first event held back
-        await asyncio.sleep(0.01)
-    assert bridge.held == 1
-    if release:
-        bridge.gate.set()
-    from websockets.exceptions import ConnectionClosed
-
-    with contextlib.suppress(ConnectionClosed):
-        while (await client.next(LIVENESS_S))["type"] not in ("done", "error"):
-            pass
-    return client.messages, len(audio)
 
 
 def test_started_comes_at_the_endpoints_first_event_and_the_audio_sent_before_it_is_all_transcribed(
@@ -995,60 +470,6 @@ def test_started_comes_at_the_endpoints_first_event_and_the_audio_sent_before_it
     assert (
         abs(bridge.audio_bytes // 2 - expected_16k_samples(samples)) <= 1
     )  # nothing lost while it waited
-
-
-class WatchedStream:
-    """What the watchdog reads of a recording (MicTranscriber's fields), set by hand."""
-
-    def __init__(self, first_sent_at: float | None, audio_ended_at: float | None) -> None:
-        self.accepted = asyncio.Event()
-        self.first_sent_at, self.audio_ended_at, self.last_answer_at = (
-            first_sent_at,
-            audio_ended_at,
-            None,
-        )
-
-
-@pytest.mark.parametrize(
-    ("first_sent_at", "audio_ended_at", "limit_s"),
-    [
-        (0.0, None, "10"),  # recording: the first answer's deadline
-        (
-            None,
-            0.0,
-            "15",
-        ),  # Stop pressed before the stream took any audio: Stop's deadline, the same diagnosis
-        (6.0, 0.0, "15"),  # Stop's deadline (15 s) passes before the first answer's (16 s)
-        (0.0, 1.0, "10"),  # the first answer's deadline (10 s) passes before Stop's (16 s)
-    ],
-)
-def test_a_stream_never_accepted_is_reported_as_not_accepted_whichever_deadline_passes(
-    first_sent_at, audio_ended_at, limit_s, monkeypatch
-):
-    """With production's deadlines (first answer 10 s after the first audio, final 15 s after Stop)
-    and a clock the test moves: a stream that never accepted is reported as such, never as one that
-    "stopped answering" (the page test below got that message once in CI, under load: the stream
-    opened after Stop, so Stop's deadline came first)."""
-    monkeypatch.setattr(mic, "WATCHDOG_TICK_S", 0)
-    now = [0.0]
-
-    def clock() -> float:
-        now[0] += 0.5
-        return now[0]
-
-    with pytest.raises(mic.StreamStalled) as stalled:
-        asyncio.run(
-            mic.watch(
-                WatchedStream(first_sent_at, audio_ended_at),
-                RecordingPage(),
-                "ws://endpoint",
-                clock,
-            )
-        )
-    assert str(stalled.value) == (
-        f"ws://endpoint did not accept the stream: nothing came back in {limit_s} s. Check "
-        "that the endpoint is in service and its logs, then press Record again."
-    )
 
 
 def test_a_stream_that_never_accepts_ends_in_one_error_and_never_says_started(quiet_page):

@@ -1,7 +1,7 @@
-"""voice_client.transcribe: its target options as both ``transcribe`` and ``mic`` use them
-(``--url ... --token-secret ARN``, the ECS target: the bearer token read from Secrets Manager, moto
-in process, and sent on the upgrade to the real bridge with BRIDGE_TOKEN set, on 127.0.0.1), and
-``--max-stream-s``."""
+"""voice_client.transcribe: the target, its checks, and the bearer token of the ECS target (read
+from Secrets Manager, moto in process, or from an environment variable) sent on the upgrade to the
+real bridge with BRIDGE_TOKEN set, on 127.0.0.1. The command: tests/unit/voicectl/commands/
+test_transcribe.py."""
 
 from __future__ import annotations
 
@@ -9,20 +9,14 @@ import asyncio
 import json
 from collections.abc import Iterator
 
-import boto3
 import pytest
-from moto import mock_aws
+import soundfile
 
 from tests.unit.voice_client.clients_testkit import Servers
+from tests.unit.voice_client.token_testkit import DELTAS, REGION, TOKEN
 from voice_client import transcribe
-from voice_client.realtime import RealtimeError
-from voicectl import cli
-from voicectl.cli import UsageError
-
-TOKEN = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPl"
-WRONG = "Zk3p9QwXr7Lm2Vb8Nc4Hs6Td1Fg5Jy0AeUoIiPX"  # the last character differs
-DELTAS = ("Hello ", "from ", "ECS.")
-REGION = "eu-west-1"
+from voice_client.errors import UsageError
+from voice_client.transcribe import TranscriptionTarget
 
 
 @pytest.fixture
@@ -31,179 +25,14 @@ def servers() -> Iterator[Servers]:
         yield running
 
 
-@pytest.fixture
-def secrets(monkeypatch):
-    """moto's Secrets Manager with fake credentials; AWS_REGION names another Region than the
-    secrets' ARNs."""
-    for key, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-2",
-    }.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
-        client = boto3.client("secretsmanager", region_name=REGION)
-
-        def create(name: str, value: str) -> str:
-            return client.create_secret(Name=name, SecretString=value)["ARN"]
-
-        yield create
-
-
-def test_transcribe_reads_the_token_secret_and_the_bridge_accepts_it(
-    servers, secrets, parse, recording, capsys
-):
-    arn = secrets("voxtral-token", TOKEN)
-    args = parse(
-        [
-            "transcribe",
-            str(recording),
-            "--url",
-            servers.url,
-            "--token-secret",
-            arn,
-            "--speed",
-            "0",
-            "--json",
-        ]
-    )
-    assert transcribe.run(args) == 0
-    out, err = capsys.readouterr()
-    result = json.loads(out)
-    (session,) = servers.vllm.sessions
-    assert session.text.startswith("".join(DELTAS))
-    assert (result["transcript"], result["complete"]) == (session.text, True)
-    assert servers.bridge.metrics.unauthorized_count == 0 and servers.bridge.metrics.started >= 1
-    assert TOKEN not in out + err
-
-
-@pytest.mark.parametrize("how", ["secret", "env", "none"])
-def test_a_wrong_or_missing_token_is_one_clear_line(
-    servers, secrets, parse, recording, capsys, monkeypatch, how
-):
-    options: list[str] = []
-    if how == "secret":
-        arn = secrets("old-token", WRONG)
-        options = ["--token-secret", arn]
-    elif how == "env":
-        monkeypatch.setenv("VOICE_BRIDGE_TOKEN", WRONG)
-        options = ["--token-env", "VOICE_BRIDGE_TOKEN"]
-    code = cli.run_command(
-        "transcribe",
-        transcribe.run,
-        parse(["transcribe", str(recording), "--url", servers.url, *options, "--speed", "0"]),
-    )
-    out, err = capsys.readouterr()
-    assert code == transcribe.EXIT_FAILED
-    assert err.splitlines()[0].startswith(
-        "voicectl transcribe: "
-    )  # no blank line before it (no delta came)
-    (line,) = [text for text in err.splitlines() if text.startswith("voicectl transcribe: ")]
-    if how == "secret":
-        assert line == (
-            f"voicectl transcribe: the bridge at {servers.url} refused the bearer token from "
-            f"Secrets Manager secret {arn} (HTTP 401): check that it is the service's token "
-            "secret (stack output TokenSecretArn) and that tasks started after its last "
-            "rotation."
-        )
-    elif how == "env":
-        assert (
-            "refused the bearer token from environment variable VOICE_BRIDGE_TOKEN (HTTP 401)"
-            in line
-        )
-    else:
-        assert line == (
-            f"voicectl transcribe: the bridge at {servers.url} requires a bearer token (HTTP "
-            "401): pass --token-secret with the ARN of the stack's token secret (output "
-            "TokenSecretArn)."
-        )
-    assert WRONG not in out + err and TOKEN not in out + err
-    assert (
-        servers.bridge.metrics.started == 0 and servers.bridge.metrics.unauthorized_count == 1
-    )  # no retries
-
-
-def test_token_env_sends_the_token(servers, parse, recording, capsys, monkeypatch):
-    monkeypatch.setenv("VOICE_BRIDGE_TOKEN", TOKEN)
-    args = parse(
-        [
-            "transcribe",
-            str(recording),
-            "--url",
-            servers.url,
-            "--token-env",
-            "VOICE_BRIDGE_TOKEN",
-            "--speed",
-            "0",
-        ]
-    )
-    assert transcribe.run(args) == 0
-    (session,) = servers.vllm.sessions
-    assert capsys.readouterr().out == session.text + "\n" and session.text.startswith(
-        "".join(DELTAS)
-    )
-
-
-@pytest.mark.parametrize("command", ["transcribe", "mic"])
-@pytest.mark.parametrize(
-    "option",
-    [
-        ["--token-secret", "arn:aws:secretsmanager:eu-west-1:1:secret:t-AbCdEf"],
-        ["--token-env", "VOICE_BRIDGE_TOKEN"],
-    ],
-)
-def test_a_token_without_url_is_a_usage_error_naming_what_is_allowed(
-    parse, recording, command, option
-):
-    argv = [
-        command,
-        *([str(recording)] if command == "transcribe" else []),
-        "--endpoint",
-        "voxtral",
-        *option,
-    ]
-    with pytest.raises(UsageError) as info:
-        transcribe.validate_target_arguments(parse(argv))
-    assert str(info.value) == (
-        f"{option[0]} goes with --url (a bridge that checks a bearer token: the ECS target's "
-        "load balancer); with --endpoint, SageMaker authenticates your AWS credentials and "
-        "needs no token"
-    )
-
-
-def test_token_secret_and_token_env_exclude_each_other(parse, recording, capsys):
-    with pytest.raises(SystemExit):
-        parse(
-            [
-                "transcribe",
-                str(recording),
-                "--url",
-                "ws://127.0.0.1:1/x",
-                "--token-secret",
-                "a",
-                "--token-env",
-                "B",
-            ]
-        )
-    assert "not allowed with argument" in capsys.readouterr().err
-
-
-def test_an_unreadable_secret_names_it(secrets, parse, recording):
+def test_an_unreadable_secret_names_it(secrets):
     secrets("other", TOKEN)
     missing = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:missing-AbCdEf"
-    args = parse(
-        [
-            "transcribe",
-            str(recording),
-            "--url",
-            "ws://127.0.0.1:1/invocations-bidirectional-stream",
-            "--token-secret",
-            missing,
-        ]
+    target = TranscriptionTarget(
+        url="ws://127.0.0.1:1/invocations-bidirectional-stream", token_secret=missing
     )
     with pytest.raises(transcribe.RealtimeError) as info:
-        transcribe.read_token(args)
+        transcribe.read_token(target)
     assert info.value.code == "token_secret"
     assert str(info.value).startswith(
         f"cannot read the bearer token from Secrets Manager secret {missing}: AWS refused "
@@ -212,86 +41,41 @@ def test_an_unreadable_secret_names_it(secrets, parse, recording):
     assert "ResourceNotFoundException" in str(info.value)
 
 
-def test_an_unreadable_secret_is_the_first_line_on_stderr(secrets, parse, recording, capsys):
-    missing = f"arn:aws:secretsmanager:{REGION}:123456789012:secret:missing-AbCdEf"
-    code = cli.run_command(
-        "transcribe",
-        transcribe.run,
-        parse(
-            [
-                "transcribe",
-                str(recording),
-                "--url",
-                "ws://127.0.0.1:1/invocations-bidirectional-stream",
-                "--token-secret",
-                missing,
-            ]
-        ),
-    )
-    out, err = capsys.readouterr()
-    assert (code, out) == (transcribe.EXIT_FAILED, "")
-    assert err.splitlines()[0].startswith(
-        f"voicectl transcribe: cannot read the bearer token from Secrets Manager "
-        f"secret {missing}: AWS refused a request: "
-    )
-    assert len(err.splitlines()) == 1
-
-
 @pytest.mark.parametrize(
     "value", ["", "with space in it 0123456789", "trailing-newline-0123456789\n"]
 )
-def test_a_token_a_header_cannot_carry_is_refused_without_showing_it(
-    parse, recording, monkeypatch, value
-):
+def test_a_token_a_header_cannot_carry_is_refused_without_showing_it(monkeypatch, value):
     monkeypatch.setenv("VOICE_BRIDGE_TOKEN", value)
-    args = parse(
-        [
-            "transcribe",
-            str(recording),
-            "--url",
-            "ws://127.0.0.1:1/x",
-            "--token-env",
-            "VOICE_BRIDGE_TOKEN",
-        ]
-    )
+    target = TranscriptionTarget(url="ws://127.0.0.1:1/x", token_env="VOICE_BRIDGE_TOKEN")
     with pytest.raises(UsageError) as info:
-        transcribe.read_token(args)
+        transcribe.read_token(target)
     assert str(info.value).startswith(
         "the bearer token from environment variable VOICE_BRIDGE_TOKEN is empty or holds"
     )
     assert value.strip() == "" or value.strip() not in str(info.value)
 
 
-def test_an_unset_token_env_is_named(parse, recording, monkeypatch):
+def test_an_unset_token_env_is_named(monkeypatch):
     monkeypatch.delenv("NO_SUCH_TOKEN_VAR", raising=False)
-    args = parse(
-        [
-            "transcribe",
-            str(recording),
-            "--url",
-            "ws://127.0.0.1:1/x",
-            "--token-env",
-            "NO_SUCH_TOKEN_VAR",
-        ]
-    )
+    target = TranscriptionTarget(url="ws://127.0.0.1:1/x", token_env="NO_SUCH_TOKEN_VAR")
     with pytest.raises(
         UsageError,
         match=r"^--token-env NO_SUCH_TOKEN_VAR: the environment variable NO_SUCH_TOKEN_VAR is "
         r"not set$",
     ):
-        transcribe.read_token(args)
+        transcribe.read_token(target)
 
 
-def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, secrets, parse):
-    """``voicectl mic`` opens its target with :func:`voice_client.transcribe.open_target`: with
-    --token-secret its streams carry the token (a stream opens and gets session.created through the
-    bridge that checks it)."""
+def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, secrets):
+    """The mic page (:class:`voice_client.mic.MicServer`) opens its target with
+    :func:`voice_client.transcribe.open_target`: with a token secret its streams carry the token (a
+    stream opens and gets session.created through the bridge that checks it)."""
     arn = secrets("voxtral-token", TOKEN)
-    args = parse(["mic", "--url", servers.url, "--token-secret", arn])
-    transcribe.validate_target_arguments(args)
+    target = TranscriptionTarget(url=servers.url, token_secret=arn)
+    transcribe.validate_target(target)
 
     async def scenario() -> str:
-        async with transcribe.open_target(args) as opener:
+        async with transcribe.open_target(target) as opener:
             transport = await opener()
             try:
                 return json.loads(await transport.receive_text())["type"]
@@ -302,50 +86,64 @@ def test_mic_opens_its_streams_with_the_token_through_the_same_target(servers, s
     assert servers.bridge.metrics.unauthorized_count == 0
 
 
-# ---- voicectl transcribe --max-stream-s --------------------------------------------------------
+@pytest.mark.parametrize(
+    "target",
+    [TranscriptionTarget(), TranscriptionTarget(endpoint="voxtral", url="ws://127.0.0.1:1/x")],
+)
+def test_a_target_is_one_endpoint_or_one_url(target):
+    with pytest.raises(UsageError) as refused:
+        transcribe.validate_target(target)
+    assert str(refused.value) == (
+        "give one target: a SageMaker endpoint (--endpoint) or a bridge (--url)"
+    )
 
 
-def test_max_stream_s_defaults_below_sagemakers_reported_30_minutes_and_reaches_the_machine(
-    parse, recording, monkeypatch
+def test_a_target_is_described_by_its_url_or_its_endpoint():
+    assert TranscriptionTarget(url="ws://127.0.0.1:1/x").description == "ws://127.0.0.1:1/x"
+    assert TranscriptionTarget(endpoint="voxtral").description == "SageMaker endpoint voxtral"
+
+
+def test_a_recording_cut_short_is_sent_with_a_warning_and_a_missing_one_is_refused(
+    recording, tmp_path
 ):
-    from voice_client import transcribe
-
-    assert (
-        parse(["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x"]).max_stream_s
-        == 1500
-        < 30 * 60
+    assert transcribe.check_recording(recording) is None
+    cut = tmp_path / "cut.wav"
+    data = recording.read_bytes()
+    cut.write_bytes(data[: len(data) // 2])  # the header still declares the whole recording
+    frames = soundfile.info(cut).frames
+    assert transcribe.check_recording(cut) == (
+        f"{cut}: the WAV header declares {soundfile.info(recording).duration:.2f} s of audio but "
+        f"the file holds {frames / 22_050:.2f} s (cut short?); transcribing what is there"
     )
-    seen = {}
-
-    async def fake_stream(chunks, opener, **options):
-        seen.update(options)
-        raise RealtimeError("stop here", code="test")
-
-    monkeypatch.setattr(transcribe, "transcribe_stream", fake_stream)
-    args = parse(
-        ["transcribe", str(recording), "--url", "ws://127.0.0.1:1/x", "--max-stream-s", "600"]
-    )
-    assert transcribe.run(args) == 1
-    assert seen["max_stream_s"] == 600
+    with pytest.raises(UsageError, match=r"absent\.wav: no such file$"):
+        transcribe.check_recording(tmp_path / "absent.wav")
 
 
-@pytest.mark.parametrize("value", ["5", "nan", "inf", "-1"])
-def test_max_stream_s_must_be_finite_and_at_least_10_s(parse, recording, value):
-    from voice_client import transcribe
-    from voicectl.cli import UsageError
+def test_transcribe_file_streams_the_recording_and_reports_its_warning(
+    memory_server, recording, tmp_path
+):
+    import contextlib
 
-    with pytest.raises(
-        UsageError, match="--max-stream-s must be a finite number of seconds, at least 10"
-    ):
-        transcribe.run(
-            parse(
-                [
-                    "transcribe",
-                    str(recording),
-                    "--url",
-                    "ws://127.0.0.1:1/x",
-                    "--max-stream-s",
-                    value,
-                ]
-            )
+    cut = tmp_path / "cut.wav"
+    cut.write_bytes(recording.read_bytes()[:40_000])
+    warnings: list[str] = []
+    deltas: list[str] = []
+
+    @contextlib.asynccontextmanager
+    async def memory_target(target):
+        yield memory_server.open
+
+    result = asyncio.run(
+        transcribe.transcribe_file(
+            cut,
+            TranscriptionTarget(url="ws://memory/x"),
+            speed=0,
+            on_delta=deltas.append,
+            on_warning=warnings.append,
+            opener_factory=memory_target,
         )
+    )
+    (session,) = memory_server.sessions
+    assert result.transcript == "".join(deltas) and deltas[0] == "w1.0 "
+    assert result.audio_seconds_sent == len(session.audio) / 32_000
+    assert [warning.split(": ")[0] for warning in warnings] == [str(cut)]

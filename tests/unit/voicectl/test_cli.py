@@ -20,7 +20,7 @@ CONSOLE_SCRIPT = Path(sys.executable).parent / "voicectl"
 
 def test_a_subcommand_whose_module_fails_to_import_is_reported_only_when_used(monkeypatch, capsys):
     monkeypatch.setattr(
-        cli, "SUBCOMMAND_MODULES", ("voice_client.transcribe", "voicectl.no_such_module")
+        cli, "SUBCOMMAND_MODULES", ("voicectl.commands.transcribe", "voicectl.no_such_module")
     )
     parser = cli.build_parser()  # must not raise
     help_text = parser.format_help()
