@@ -133,10 +133,13 @@ IMAGE_FILES = (
         f"voice_client/realtime/{name}.py"
         for name in (
             "__init__",
+            "actions",
             "auth",
             "driver",
             "machine",
+            "policy",
             "protocol",
+            "result",
             "transcript",
             "transport",
             "websocket",

@@ -87,7 +87,7 @@ from voice_client.realtime import (
     TransportOpener,
 )
 from voice_client.realtime.driver import drive_machine
-from voice_client.realtime.machine import DONE_TIMEOUT_GO_ON
+from voice_client.realtime.policy import DONE_TIMEOUT_GO_ON
 
 LOG = logging.getLogger(__name__)
 
