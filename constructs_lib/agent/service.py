@@ -114,6 +114,8 @@ IMAGE_FILES = (
             "errors",
             "audio",
             "bounded_json",
+            "sagemaker_client",
+            "sagemaker_errors",
             "sagemaker_stream",
             "sonic",
         )
