@@ -44,9 +44,11 @@ from typing import Any
 
 import boto3
 
-from connect_consumer.consumer import CallRequest, CallTranscriber, Consumer
+from connect_consumer.call import CallRequest
+from connect_consumer.consumer import Consumer
 from connect_consumer.kvs import KvsMedia
 from connect_consumer.sink import MAX_REASON_BYTES, AwsSink, cut_utf8
+from connect_consumer.transcriber import CallTranscriber
 
 METRIC_NAMESPACE = "VoiceConnect"
 VISIBILITY_TIMEOUT_S = 120

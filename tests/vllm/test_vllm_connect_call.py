@@ -45,7 +45,8 @@ import pytest
 import soxr
 
 from connect_consumer import mkv
-from connect_consumer.consumer import END_OF_STREAM, CallRequest, CallTranscriber
+from connect_consumer.call import CallRequest
+from connect_consumer.transcriber import END_OF_STREAM, CallTranscriber
 from connect_consumer.kvs import KvsMedia
 from connect_consumer.sink import SEGMENT
 from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
