@@ -3,7 +3,7 @@ real-layout fragment and hostile ones (a million one-sample blocks, 4 million Vo
 audio fragment).
 
     .venv/bin/python bench/connect_fragment_bench.py  # the tree's mkv.py and mkv_parser.py
-    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # a one-file version (git show REV:)
+    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # one file (git show REV:...)
 
 Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is
 refused with), the seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then
