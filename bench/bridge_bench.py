@@ -67,7 +67,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from contracts.bridge_env import BridgeEnvironment
-from voice_client.realtime.machine import GENERATION_TARGET_S
+from voice_client.realtime.policy import GENERATION_TARGET_S
 from voice_devtools.local.fake_vllm import SAMPLES_PER_TOKEN, STREAM_LAG_SAMPLES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -79,7 +79,7 @@ APPEND_PERIOD_S = 0.128
 APPEND_SAMPLES = APPEND_BYTES // 2
 GENERATION_APPENDS = round(GENERATION_TARGET_S / APPEND_PERIOD_S)
 """Appends per generation in the unpaced phase, then a final commit and a new generation: the
-client's GENERATION_TARGET_S of audio (30 s, voice_client/realtime/machine.py). One endless
+client's GENERATION_TARGET_S of audio (30 s, voice_client/realtime/policy.py). One endless
 generation, sent unpaced (50 to 80 x real time on 2 cores), reaches the bridge's session_limit (0.9
 of the 32768 tokens the bench gives it, less 49: 2355 s of audio) within a minute and the fake's
 max_model_len (45000 tokens of 80 ms: 3600 s) soon after, which kills vLLM 0.31.0's engine and the

@@ -2,8 +2,8 @@
 real-layout fragment and hostile ones (a million one-sample blocks, 4 million Void elements, an 8 MB
 audio fragment).
 
-    .venv/bin/python bench/connect_fragment_bench.py  # the tree's services/connect_consumer/mkv.py
-    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # another version (git show REV:)
+    .venv/bin/python bench/connect_fragment_bench.py  # the tree's mkv.py and mkv_parser.py
+    .venv/bin/python bench/connect_fragment_bench.py --mkv OLD.py  # one file (git show REV:...)
 
 Prints, per input: its size, what the reader does with it (fragments parsed, or the error it is
 refused with), the seconds it takes (framing in 4 KiB pieces as GetMedia's reads arrive, then
@@ -26,15 +26,18 @@ PIECE = 4096
 
 
 def load(path: str | None):
+    """The framer class and the parse function: the tree's (services/connect_consumer/mkv.py and
+    mkv_parser.py), or those of one file that holds both (mkv.py before its parser moved out)."""
     if path is None:
-        from connect_consumer import mkv
+        from connect_consumer.mkv import FragmentFramer
+        from connect_consumer.mkv_parser import parse_fragment
 
-        return mkv
+        return FragmentFramer, parse_fragment
     spec = importlib.util.spec_from_file_location("mkv_under_test", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up
     spec.loader.exec_module(module)
-    return module
+    return module.FragmentFramer, module.parse_fragment
 
 
 def inputs() -> dict[str, bytes]:
@@ -68,16 +71,16 @@ def inputs() -> dict[str, bytes]:
     }
 
 
-def run(mkv, data: bytes) -> tuple[str, float, int]:
+def run(framer_class, parse_fragment, data: bytes) -> tuple[str, float, int]:
     tracemalloc.start()
     began = time.perf_counter()
     try:
-        framer = mkv.FragmentFramer()
+        framer = framer_class()
         documents = []
         for at in range(0, len(data), PIECE):
             documents += framer.feed(data[at : at + PIECE])
         documents += framer.close()
-        parsed = [mkv.parse_fragment(document) for document in documents]
+        parsed = [parse_fragment(document) for document in documents]
         outcome = f"parsed {len(parsed)}"
     except Exception as error:  # what the reader turns into Call Failed
         outcome = f"refused: {str(error)[:70]}"
@@ -89,12 +92,14 @@ def run(mkv, data: bytes) -> tuple[str, float, int]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mkv", help="another services/connect_consumer/mkv.py to measure")
+    parser.add_argument(
+        "--mkv", help="another services/connect_consumer/mkv.py to measure (framer and parser)"
+    )
     args = parser.parse_args()
-    mkv = load(args.mkv)
+    framer_class, parse_fragment = load(args.mkv)
     print(f"{'input':34} {'bytes':>10} {'seconds':>8} {'peak MB':>8}  outcome")
     for name, data in inputs().items():
-        outcome, seconds, peak = run(mkv, data)
+        outcome, seconds, peak = run(framer_class, parse_fragment, data)
         print(f"{name:34} {len(data):10d} {seconds:8.3f} {peak / 1e6:8.1f}  {outcome}")
 
 

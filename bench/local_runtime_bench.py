@@ -70,11 +70,8 @@ async def main(appends: int, repeats: int) -> None:
 
     from bridge.server import Bridge
     from contracts.bridge_env import BridgeEnvironment
-    from voice_client.sagemaker_stream import (
-        BotocoreCredentialsResolver,
-        SageMakerStreamTransport,
-        create_client,
-    )
+    from voice_client.sagemaker_client import BotocoreCredentialsResolver, create_client
+    from voice_client.sagemaker_stream import SageMakerStreamTransport
 
     vllm = await FakeVllm(generate=True, record_audio=False).start()
     settings = BridgeEnvironment.defaults(

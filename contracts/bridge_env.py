@@ -1,5 +1,5 @@
 """The bridge container's environment: every variable its entrypoint and bridge read, with its
-type, default and check, in one place (container/README.md describes each for operators).
+type, default and check, in one place (services/bridge/README.md describes each for operators).
 
 The stacks build a :class:`BridgeEnvironment` and write it into the SageMaker Model or the ECS task
 definition (:meth:`BridgeEnvironment.to_env`); the container reads it back

@@ -120,6 +120,8 @@ IMAGE_FILES = (
             "errors",
             "audio",
             "bounded_json",
+            "sagemaker_client",
+            "sagemaker_errors",
             "sagemaker_stream",
             "sonic",
         )
@@ -139,10 +141,13 @@ IMAGE_FILES = (
         f"voice_client/realtime/{name}.py"
         for name in (
             "__init__",
+            "actions",
             "auth",
             "driver",
             "machine",
+            "policy",
             "protocol",
+            "result",
             "transcript",
             "transport",
             "websocket",

@@ -47,6 +47,7 @@ from aiohttp import web
 from ebmlite import encoding
 
 from connect_consumer import mkv
+from connect_consumer.mkv_writer import append_tags
 from voice_client.audio import AudioError, float_to_pcm16
 
 READ_TIMEOUT_S = 3.0
@@ -321,7 +322,7 @@ class FakeCall:
                     CODECS[self.codec_id or mkv.PCM_CODEC_ID],
                     start_sample=int(index * self.fragment_s * 8000),
                 )
-            data = mkv.append_tags(
+            data = append_tags(
                 self._made[index], service_before | service_after, unknown_size=index % 2 == 1
             )
         if self.truncate_fragment == index:

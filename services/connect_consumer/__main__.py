@@ -93,8 +93,11 @@ def _check_dimensions(text: str) -> None:
 async def _build_client(kind: str, region: str) -> None:
     """Load the code the target's connections run and build its client (no network call)."""
     if kind == "sagemaker":
-        # describe_error: the SDK's error types, which a failed stream loads.
-        from voice_client.sagemaker_stream import create_client, describe_error  # noqa: F401
+        # The stream transport, and describe_error: the SDK's error types, which a failed stream
+        # loads.
+        from voice_client.sagemaker_client import create_client
+        from voice_client.sagemaker_errors import describe_error  # noqa: F401
+        from voice_client.sagemaker_stream import SageMakerStreamTransport  # noqa: F401
 
         client = await create_client(region, credentials_resolver=None)
         await client.close()

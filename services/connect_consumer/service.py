@@ -44,9 +44,11 @@ from typing import Any
 
 import boto3
 
-from connect_consumer.consumer import CallRequest, CallTranscriber, Consumer
+from connect_consumer.call import CallRequest
+from connect_consumer.consumer import Consumer
 from connect_consumer.kvs import KvsMedia
 from connect_consumer.sink import MAX_REASON_BYTES, AwsSink, cut_utf8
+from connect_consumer.transcriber import CallTranscriber
 
 METRIC_NAMESPACE = "VoiceConnect"
 VISIBILITY_TIMEOUT_S = 120
@@ -257,18 +259,70 @@ async def serve(
     consumer = Consumer(
         factory, sink, max_calls=max_calls, on_metric=lambda name, value: emit_metric(name, value)
     )
-    held = _Messages(sqs, queue_url, clock)
-    slot_freed = (
-        asyncio.Event()
-    )  # set when a call ends: a full task takes the next call from the queue at once
+    server = _Server(
+        consumer,
+        _Messages(sqs, queue_url, clock),
+        sink,
+        stop,
+        on_call_done=on_call_done,
+        clock=clock,
+        extend_every_s=extend_every_s,
+    )
+    await server.run(max_calls, receive_wait_s)
 
-    async def check_claim(contact: str) -> None:
+
+class _Server:
+    """One task serving the call queue (:func:`serve`): each message taken (claimed and started,
+    joined, kept on standby, deleted or given back), each claim renewed or checked and each held
+    message kept invisible every ``extend_every_s``, and each call's end settled on its messages
+    and its claim."""
+
+    def __init__(
+        self,
+        consumer: Consumer,
+        held: _Messages,
+        sink: AwsSink,
+        stop: asyncio.Event,
+        *,
+        on_call_done: Any,
+        clock: Any,
+        extend_every_s: float,
+    ) -> None:
+        self.consumer, self.held, self.sink, self.stop = consumer, held, sink, stop
+        self.on_call_done, self.clock, self.extend_every_s = on_call_done, clock, extend_every_s
+        # Set when a call ends: a full task takes the next call from the queue at once.
+        self.slot_freed = asyncio.Event()
+        self.finishing: set[asyncio.Task] = set()
+
+    async def run(self, max_calls: int, receive_wait_s: int) -> None:
+        held = self.held
+        keeper = asyncio.create_task(self.keep_invisible())
+        try:
+            while not self.stop.is_set():
+                room = max_calls - len(held.running)
+                if (
+                    room <= 0
+                ):  # full: leave the calls in the queue (the scaling signal), never refuse them
+                    self.slot_freed.clear()
+                    await _first_of(self.stop.wait(), self.slot_freed.wait())
+                    continue
+                for message in await held.receive(room, receive_wait_s, self.stop):
+                    await self.take(message)  # after a stop: each returned at once, none started
+        finally:
+            keeper.cancel()
+            await self.consumer.close()
+            await asyncio.gather(*self.finishing, return_exceptions=True)
+            for contact, messages in list(held.standby.items()):
+                await held.give_back(contact, messages)
+
+    async def check_claim(self, contact: str) -> None:
         """Renew this task's claim on a running call; try to take a standby call over."""
+        held = self.held
         if contact not in held.running and contact not in held.standby:
             # it ended while this round ran: a claim given up (release_call) must not be taken back
             return
         try:
-            claim = await sink.claim_call(contact)
+            claim = await self.sink.claim_call(contact)
         except Exception as error:  # DynamoDB unreachable: tried again next round
             LOG.warning(
                 "call %s: its claim could not be renewed or checked: %s",
@@ -287,67 +341,66 @@ async def serve(
                     contact,
                 )
                 emit_metric("ClaimsLost", 1)
-                if (task := consumer.calls.get(contact)) is not None:
+                if (task := self.consumer.calls.get(contact)) is not None:
                     task.cancel()
             elif claim != "claimed":
                 LOG.error("call %s: this task's claim was lost (%s)", contact, claim)
                 emit_metric("ClaimsLost", 1)
         elif contact in held.standby:
-            if claim == "claimed" and not stop.is_set():
+            if claim == "claimed" and not self.stop.is_set():
                 held.running[contact] = held.standby.pop(contact)
-                start(contact, held.running[contact][0])
+                self.start(contact, held.running[contact][0])
             elif claim == "finished":
                 await held.delete(contact, held.standby.pop(contact))
 
-    async def keep_invisible() -> None:
+    async def keep_invisible(self) -> None:
         """Every ``extend_every_s``: each held message kept invisible (or handed on before SQS's
         ceiling), each claim renewed or checked. One message's or call's error never stops the loop
         for the others."""
         while True:
-            await asyncio.sleep(extend_every_s)
-            for contact, messages in held.all():
-                await held.keep(contact, messages)
-                await check_claim(contact)
-            emit_metric("ActiveCalls", len(held.running))
-            emit_metric("CallsWaiting", len(consumer.waiting))
+            await asyncio.sleep(self.extend_every_s)
+            for contact, messages in self.held.all():
+                await self.held.keep(contact, messages)
+                await self.check_claim(contact)
+            emit_metric("ActiveCalls", len(self.held.running))
+            emit_metric("CallsWaiting", len(self.consumer.waiting))
 
-    async def finish(contact: str, task: asyncio.Task) -> None:
+    async def finish(self, contact: str, task: asyncio.Task) -> None:
         (reason,) = await asyncio.gather(task, return_exceptions=True)
-        messages = held.running.pop(contact, [])
+        messages = self.held.running.pop(contact, [])
         try:
             if isinstance(reason, str) and reason.startswith("failed:"):
                 emit_metric("CallsFailed", 1)
-            if isinstance(reason, BaseException) or contact in consumer.unrecorded:
+            if isinstance(reason, BaseException) or contact in self.consumer.unrecorded:
                 # Stopped, or its outcome not written: the claim is given up and the message comes
                 # back, so another task resumes the call from its checkpoint (at once when stopped).
                 with contextlib.suppress(Exception):
-                    await sink.release_call(contact)
+                    await self.sink.release_call(contact)
                 if isinstance(reason, asyncio.CancelledError):
-                    await held.give_back(contact, messages)
+                    await self.held.give_back(contact, messages)
             else:
-                await held.delete(
+                await self.held.delete(
                     contact, messages
                 )  # every copy this task held (duplicates, a handed-on copy)
-            if on_call_done is not None:
-                on_call_done(contact, reason)
+            if self.on_call_done is not None:
+                self.on_call_done(contact, reason)
         finally:
             # The slot is free whatever failed above (a refused DeleteMessage leaves the message to
             # come back after its visibility timeout); set after on_call_done, which may have set
             # stop (connect-replay: one call).
-            slot_freed.set()
+            self.slot_freed.set()
 
-    finishing: set[asyncio.Task] = set()
-
-    def start(contact: str, message: _Message) -> None:
+    def start(self, contact: str, message: _Message) -> None:
         call = CallRequest.from_message(json.loads(message.body))
-        task = asyncio.create_task(finish(contact, consumer.start(call)))
-        finishing.add(task)
-        task.add_done_callback(finishing.discard)
+        task = asyncio.create_task(self.finish(contact, self.consumer.start(call)))
+        self.finishing.add(task)
+        task.add_done_callback(self.finishing.discard)
 
-    async def take(message: dict[str, Any]) -> None:
+    async def take(self, message: dict[str, Any]) -> None:
         """One received message: a new call is claimed and started; a copy of a call held here joins
         it; a copy of a call claimed elsewhere waits on standby; a copy of a finished call is
         deleted; after a stop, returned."""
+        held = self.held
         body, receipt = message["Body"], message["ReceiptHandle"]
         try:
             call = CallRequest.from_message(json.loads(body))
@@ -355,7 +408,7 @@ async def serve(
             LOG.error("a call message was refused (%s): %s", error, body[:500])
             emit_metric("CallsFailed", 1)
             return  # left in the queue: after maxReceiveCount it moves to the dead-letter queue
-        contact, copy = call.contact_id, _Message(receipt, body, clock())
+        contact, copy = call.contact_id, _Message(receipt, body, self.clock())
         for group in (held.running, held.standby):
             if contact in group:
                 group[contact].append(
@@ -363,11 +416,11 @@ async def serve(
                 )  # never in place of the first: each copy is kept invisible, then deleted
                 emit_metric("DuplicateMessages", 1)
                 return
-        if stop.is_set():
+        if self.stop.is_set():
             await held.give_back(contact, [copy])
             return
         try:
-            claim = await sink.claim_call(contact)
+            claim = await self.sink.claim_call(contact)
         except Exception as error:  # left invisible: it comes back after its visibility timeout
             LOG.warning(
                 "call %s: claim failed: %s", contact, cut_utf8(str(error), MAX_REASON_BYTES)
@@ -376,32 +429,13 @@ async def serve(
             return
         if claim == "claimed":
             held.running[contact] = [copy]
-            start(contact, copy)
+            self.start(contact, copy)
         elif claim == "finished":
             LOG.info("call %s is over: a copy of its message is deleted", contact)
             emit_metric("DuplicateMessages", 1)
             await held.delete(contact, [copy])
         else:
             held.standby[contact] = [copy]
-
-    keeper = asyncio.create_task(keep_invisible())
-    try:
-        while not stop.is_set():
-            room = max_calls - len(held.running)
-            if (
-                room <= 0
-            ):  # full: leave the calls in the queue (the scaling signal), never refuse them
-                slot_freed.clear()
-                await _first_of(stop.wait(), slot_freed.wait())
-                continue
-            for message in await held.receive(room, receive_wait_s, stop):
-                await take(message)  # after a stop: each returned at once, none started
-    finally:
-        keeper.cancel()
-        await consumer.close()
-        await asyncio.gather(*finishing, return_exceptions=True)
-        for contact, messages in list(held.standby.items()):
-            await held.give_back(contact, messages)
 
 
 async def _first_of(*waits: Any) -> None:

@@ -11,7 +11,7 @@ Table layout (partition key ``ContactId``, sort key ``Item``; both strings):
   the claim holds unless renewed). A task runs a call only after :meth:`AwsSink.claim_call`
   succeeded (a conditional write): SQS standard queues deliver at least once, and a copy of a call's
   message that another task holds, or of a finished call, must not run it again.
-- ``CHECKPOINT``: the last finished fragment (:class:`connect_consumer.consumer.Checkpoint`).
+- ``CHECKPOINT``: the last finished fragment (:class:`connect_consumer.call.Checkpoint`).
 
 Sizes are counted in UTF-8 bytes: a reason is cut to :data:`MAX_REASON_BYTES` and a segment's text
 to :data:`MAX_TEXT_BYTES` (:func:`cut_utf8`), so no item reaches DynamoDB's 400 KB and no event

@@ -45,9 +45,10 @@ import pytest
 import soxr
 
 from connect_consumer import mkv
-from connect_consumer.consumer import END_OF_STREAM, CallRequest, CallTranscriber
+from connect_consumer.call import CallRequest
 from connect_consumer.kvs import KvsMedia
 from connect_consumer.sink import SEGMENT
+from connect_consumer.transcriber import END_OF_STREAM, CallTranscriber
 from tests.e2e.local.conftest import VOXTRAL, StackRunner, front_door_env
 from tests.unit.services.connect_consumer.connect_testkit import MemoryStore, speech_like
 from voice_client.audio import RESAMPLER_QUALITY, TARGET_SAMPLE_RATE_HZ

@@ -49,7 +49,7 @@ from voice_client.frameworks.voxtral_stream import (
     VoxtralUtteranceStream,
     mono_pcm16,
 )
-from voice_client.realtime.machine import DEFAULT_SESSION_LIMIT_S
+from voice_client.realtime.policy import DEFAULT_SESSION_LIMIT_S
 from voice_client.realtime.protocol import DEFAULT_MODEL, RealtimeError
 
 

@@ -148,7 +148,7 @@ class SonicSynthesizer:
 
         from voice_client.aws import aws_session
         from voice_client.errors import no_credentials_message
-        from voice_client.sagemaker_stream import ca_bundle_of
+        from voice_client.sagemaker_client import ca_bundle_of
 
         session = aws_session(self.target.profile, self.target.region)
         credentials = await asyncio.to_thread(session.get_credentials)

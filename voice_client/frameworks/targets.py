@@ -82,7 +82,8 @@ class VoxtralTarget:
             return
         import asyncio
 
-        from voice_client.sagemaker_stream import ignore_completed_stream_writes, open_endpoint
+        from voice_client.sagemaker_client import ignore_completed_stream_writes
+        from voice_client.sagemaker_stream import open_endpoint
 
         assert self.endpoint_name is not None
         # A refused stream would otherwise leave awscrt's AWS_ERROR_HTTP_STREAM_HAS_COMPLETED

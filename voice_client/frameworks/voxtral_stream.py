@@ -29,7 +29,7 @@ import numpy as np
 
 from voice_client.audio import CHUNK_BYTES
 from voice_client.realtime.driver import transcribe_stream
-from voice_client.realtime.machine import DEFAULT_SESSION_LIMIT_S
+from voice_client.realtime.policy import DEFAULT_SESSION_LIMIT_S
 from voice_client.realtime.protocol import DEFAULT_MODEL, RealtimeError
 from voice_client.realtime.transcript import Transcript
 from voice_client.realtime.transport import TransportOpener

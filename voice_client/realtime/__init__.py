@@ -10,8 +10,10 @@ One concern per module:
   (:class:`RealtimeTransport`).
 - :mod:`~voice_client.realtime.transcript`: the transcript as it grows (:class:`Transcript`).
 - :mod:`~voice_client.realtime.machine`: the policy as a state machine with no I/O
-  (:class:`TranscriptionMachine`: generations, moves to a new stream, recovery from cuts, and its
-  numbers).
+  (:class:`TranscriptionMachine`: generations, moves to a new stream, recovery from cuts);
+  :mod:`~voice_client.realtime.policy` its numbers, :mod:`~voice_client.realtime.actions` the
+  actions it returns, :mod:`~voice_client.realtime.result` what a transcription reports
+  (:class:`TranscriptionResult`).
 - :mod:`~voice_client.realtime.driver`: :func:`transcribe_stream`, which runs the machine with
   real transports and paces the audio it sends.
 - :mod:`~voice_client.realtime.websocket` and :mod:`~voice_client.realtime.auth`: the plain
@@ -21,6 +23,17 @@ One concern per module:
 The names below are the package's public API.
 """
 
+from voice_client.realtime.actions import (
+    Action,
+    CloseStream,
+    Failed,
+    Finished,
+    OpenStream,
+    Replaying,
+    SendEvent,
+    ShowDelta,
+    ShowGenerationText,
+)
 from voice_client.realtime.auth import HTTP_UNAUTHORIZED, BearerToken, unauthorized_message
 from voice_client.realtime.driver import (
     MAX_SEND_SPEED,
@@ -30,7 +43,8 @@ from voice_client.realtime.driver import (
     send_delay_s,
     transcribe_stream,
 )
-from voice_client.realtime.machine import (
+from voice_client.realtime.machine import TranscriptionMachine
+from voice_client.realtime.policy import (
     BUSY_RETRY_DELAYS_S,
     DEFAULT_MAX_STREAM_S,
     DEFAULT_SESSION_LIMIT_S,
@@ -47,17 +61,6 @@ from voice_client.realtime.machine import (
     ROLLOVER_WINDOW_S,
     SESSION_LIMIT_MARGIN,
     STREAM_WINDOW_S,
-    Action,
-    CloseStream,
-    Failed,
-    Finished,
-    OpenStream,
-    Replaying,
-    SendEvent,
-    ShowDelta,
-    ShowGenerationText,
-    TranscriptionMachine,
-    TranscriptionResult,
     chunk_rms,
     chunk_seconds,
 )
@@ -88,6 +91,7 @@ from voice_client.realtime.protocol import (
     decode_frame,
     session_update_event,
 )
+from voice_client.realtime.result import TranscriptionResult
 from voice_client.realtime.transcript import MAX_TRANSCRIPT_CHARS, Transcript, join_transcripts
 from voice_client.realtime.transport import RealtimeTransport, TransportClosed, TransportOpener
 from voice_client.realtime.websocket import WebSocketTransport
@@ -126,7 +130,7 @@ __all__ = [  # noqa: RUF022 (grouped by module, as the imports)
     "MAX_TRANSCRIPT_CHARS",
     "Transcript",
     "join_transcripts",
-    # machine
+    # machine, its numbers, actions and result
     "BUSY_RETRY_DELAYS_S",
     "DEFAULT_MAX_STREAM_S",
     "DEFAULT_SESSION_LIMIT_S",

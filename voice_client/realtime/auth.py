@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 HTTP_UNAUTHORIZED = 401
-"""The bridge's answer to an upgrade without the right bearer token (container/bridge/auth.py)."""
+"""The bridge's answer to an upgrade without the right bearer token (services/bridge/auth.py)."""
 
 
 @dataclass(frozen=True)

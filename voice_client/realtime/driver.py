@@ -16,10 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from typing import Any
 
 from contracts.realtime import CLIENT_BURST_S, CLIENT_SEND_SPEED_X
-from voice_client.realtime.machine import (
-    DEFAULT_MAX_STREAM_S,
-    DEFAULT_SESSION_LIMIT_S,
-    DONE_TIMEOUT_S,
+from voice_client.realtime.actions import (
     Action,
     CloseStream,
     Failed,
@@ -28,11 +25,16 @@ from voice_client.realtime.machine import (
     SendEvent,
     ShowDelta,
     ShowGenerationText,
-    TranscriptionMachine,
-    TranscriptionResult,
+)
+from voice_client.realtime.machine import TranscriptionMachine
+from voice_client.realtime.policy import (
+    DEFAULT_MAX_STREAM_S,
+    DEFAULT_SESSION_LIMIT_S,
+    DONE_TIMEOUT_S,
     chunk_seconds,
 )
 from voice_client.realtime.protocol import DEFAULT_MODEL, RealtimeError
+from voice_client.realtime.result import TranscriptionResult
 from voice_client.realtime.transcript import Transcript
 from voice_client.realtime.transport import RealtimeTransport, TransportClosed, TransportOpener
 

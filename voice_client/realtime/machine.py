@@ -40,10 +40,40 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from voice_client.audio import PCM16_BYTES_PER_SAMPLE, TARGET_SAMPLE_RATE_HZ
 from voice_client.bounded_json import JsonBoundError, loads_bounded, one_line
+from voice_client.realtime.actions import (
+    Action,
+    CloseStream,
+    Failed,
+    Finished,
+    OpenStream,
+    Replaying,
+    SendEvent,
+    ShowDelta,
+    ShowGenerationText,
+)
+from voice_client.realtime.policy import (
+    BUSY_RETRY_DELAYS_S,
+    DEFAULT_MAX_STREAM_S,
+    DEFAULT_SESSION_LIMIT_S,
+    DONE_TIMEOUT_FAIL,
+    DONE_TIMEOUT_GO_ON,
+    DONE_TIMEOUT_S,
+    GENERATION_TARGET_S,
+    MAX_BUFFERED_S,
+    MAX_LIMIT_REPLAYS,
+    MAX_REOPENS,
+    MIN_MAX_STREAM_S,
+    MIN_SESSION_LIMIT_S,
+    QUIET_FRACTION,
+    QUIET_RMS,
+    ROLLOVER_WINDOW_MAX_FRACTION,
+    ROLLOVER_WINDOW_S,
+    SESSION_LIMIT_MARGIN,
+    STREAM_WINDOW_S,
+    chunk_rms,
+    chunk_seconds,
+)
 from voice_client.realtime.protocol import (
     DEFAULT_MODEL,
     ERROR,
@@ -61,151 +91,9 @@ from voice_client.realtime.protocol import (
     commit_event,
     session_update_event,
 )
+from voice_client.realtime.result import TranscriptionResult
 from voice_client.realtime.transcript import MAX_TRANSCRIPT_CHARS, Transcript, _Segment
 from voice_client.realtime.transport import TransportClosed
-
-# ---- the policy's numbers -----------------------------------------------------------------------
-DEFAULT_SESSION_LIMIT_S = 3000.0
-"""Audio seconds per generation at most: 50 min, below the 1 h (45000 tokens x 80 ms) context of the
-model card's example ``--max-model-len``; the bridge's ``session_limit`` lowers it when the endpoint
-serves a shorter context."""
-
-DEFAULT_MAX_STREAM_S = 1500.0
-"""Seconds a stream is used before the client moves to a new one: 25 min, below the 30 min a vendor
-documents as SageMaker's cap on one bidirectional stream (unconfirmed: AWS documentation found so
-far is silent)."""
-
-MIN_MAX_STREAM_S = 10.0
-"""Shortest ``max_stream_s``: a stream must live long enough to open the next one."""
-
-STREAM_WINDOW_S = 30.0
-"""Seconds before ``max_stream_s`` from which the next stream is open and the move waits for a quiet
-chunk (kept well below the stream's idle timeout, :data:`contracts.realtime.IDLE_TIMEOUT_S`, 60 s,
-as the next stream waits idle meanwhile)."""
-
-GENERATION_TARGET_S = 30.0
-"""Audio seconds after which a generation ends at the first quiet chunk: the most audio a cut
-usually resends."""
-
-ROLLOVER_WINDOW_S = 10.0
-"""Seconds before the generation limit in which the client ends the generation at the first quiet
-chunk."""
-
-ROLLOVER_WINDOW_MAX_FRACTION = 0.2
-"""The windows never exceed this fraction of their limit (short limits keep long generations and
-streams)."""
-
-QUIET_RMS = 0.01
-"""RMS (full scale = 1.0, i.e. -40 dBFS) under which a 128 ms chunk counts as quiet."""
-
-QUIET_FRACTION = 0.25
-"""A chunk also counts as quiet below this fraction of its generation's mean RMS (speech over a
-noise floor)."""
-
-DONE_TIMEOUT_S = 60.0
-"""Seconds to wait for ``transcription.done`` after a final commit before giving up."""
-
-DONE_TIMEOUT_FAIL = "fail"
-"""``on_done_timeout``: a missing ``transcription.done`` fails the transcription (a file: the caller
-retries)."""
-
-DONE_TIMEOUT_GO_ON = "go_on"
-"""``on_done_timeout``: a missing ``transcription.done`` gives up on that stream only. vLLM's
-realtime server can leave a final commit unanswered while every delta was sent
-(vllm-project/vllm#33962: the generator waits for audio forever), so the deltas are the generation's
-text; resending the audio would hang the same way."""
-
-MAX_REOPENS = 1
-"""Streams reopened after a cut with no ``transcription.done`` in between before the client gives
-up."""
-
-SESSION_LIMIT_MARGIN = 0.9
-"""Fraction of the endpoint's limit the client uses after a ``session_limit`` error (room for audio
-in flight)."""
-
-MAX_LIMIT_REPLAYS = 3
-"""Times a generation is resent under a lowered limit after ``session_limit`` errors before giving
-up."""
-
-MIN_SESSION_LIMIT_S = 1.0
-"""Smallest session limit in seconds: a generation must hold several 128 ms chunks to be worth
-one."""
-
-BUSY_RETRY_DELAYS_S = (1.0, 2.0, 4.0)
-"""Pauses before opening a stream again after ``server_busy`` (every slot of the instance in use);
-then give up."""
-
-MAX_BUFFERED_S = 30.0
-"""Audio seconds held unsent (a stream opening, a generation finishing) before the client stops
-reading the source."""
-
-
-def chunk_seconds(pcm16: bytes) -> float:
-    """Duration of 16 kHz mono PCM16 bytes in seconds."""
-    return len(pcm16) / PCM16_BYTES_PER_SAMPLE / TARGET_SAMPLE_RATE_HZ
-
-
-def chunk_rms(pcm16: bytes) -> float:
-    """Root mean square of PCM16 bytes with full scale = 1.0 (0.0 for an empty chunk)."""
-    samples = np.frombuffer(pcm16, dtype="<i2").astype(np.float32) / 32768.0
-    return float(np.sqrt(np.mean(samples**2))) if samples.size else 0.0
-
-
-@dataclass
-class TranscriptionResult:
-    """Outcome of one transcription.
-
-    Attributes:
-        transcript: the joined final transcript.
-        audio_seconds_sent: seconds of distinct audio delivered (resent audio counted once).
-        time_to_first_delta_s: seconds from the first audio append to the first non-empty delta
-            (None if none came).
-        elapsed_s: seconds from the first audio append to the last ``transcription.done``.
-        sessions: number of streams opened (moves, reopens and retries included).
-        reopens: number of streams reopened after a cut.
-        replayed_audio_s: seconds of audio sent a second time (after a cut or a ``session_limit``).
-        session_limit_s: the generation limit in force at the end (lower than requested when the
-            endpoint's is lower).
-        rollovers: number of moves to a new stream before ``max_stream_s``.
-        generations: number of generations transcribed (``transcription.done`` received).
-    """
-
-    transcript: str
-    audio_seconds_sent: float
-    time_to_first_delta_s: float | None
-    elapsed_s: float
-    sessions: int
-    reopens: int
-    replayed_audio_s: float = 0.0
-    session_limit_s: float = DEFAULT_SESSION_LIMIT_S
-    rollovers: int = 0
-    generations: int = 0
-
-    @property
-    def real_time_factor(self) -> float | None:
-        """Elapsed wall time over audio duration (1.0 = as fast as real time; below 1.0 =
-        faster)."""
-        return self.elapsed_s / self.audio_seconds_sent if self.audio_seconds_sent else None
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready figures (seconds rounded to milliseconds)."""
-
-        def ms(value: float | None) -> float | None:
-            return None if value is None else round(value, 3)
-
-        return {
-            "transcript": self.transcript,
-            "time_to_first_delta_s": ms(self.time_to_first_delta_s),
-            "real_time_factor": ms(self.real_time_factor),
-            "audio_seconds_sent": ms(self.audio_seconds_sent),
-            "elapsed_s": ms(self.elapsed_s),
-            "sessions": self.sessions,
-            "reopens": self.reopens,
-            "rollovers": self.rollovers,
-            "generations": self.generations,
-            "replayed_audio_s": ms(self.replayed_audio_s),
-            "session_limit_s": ms(self.session_limit_s),
-        }
 
 
 def _text_field(event: dict[str, Any], name: str) -> str:
@@ -215,83 +103,6 @@ def _text_field(event: dict[str, Any], name: str) -> str:
     if value is None:
         return ""
     return value if isinstance(value, str) else json.dumps(value)
-
-
-# ---- the state machine: inputs are method calls, outputs are these actions ---------------------
-
-
-@dataclass(frozen=True)
-class OpenStream:
-    """Open stream number ``stream`` (then report :meth:`TranscriptionMachine.opened` or
-    ``open_failed``)."""
-
-    stream: int
-
-
-@dataclass(frozen=True)
-class SendEvent:
-    """Send ``text`` (one JSON event) on ``stream``; ``audio_s`` is the audio it carries, for
-    pacing."""
-
-    stream: int
-    text: str
-    audio_s: float = 0.0
-
-
-@dataclass(frozen=True)
-class CloseStream:
-    """Close ``stream``; nothing more is expected from it."""
-
-    stream: int
-
-
-@dataclass(frozen=True)
-class ShowDelta:
-    """A ``transcription.delta`` text to show (``on_delta``)."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class ShowGenerationText:
-    """A generation's final text (``on_session_text``), and the audio it covers: seconds from the
-    start of the source's audio, ``start_s`` to ``end_s`` (not compared: an action is its text)."""
-
-    text: str
-    start_s: float = field(default=0.0, compare=False)
-    end_s: float = field(default=0.0, compare=False)
-
-
-@dataclass(frozen=True)
-class Replaying:
-    """Audio is being resent on a new stream, for ``reason`` (``on_replay``)."""
-
-    reason: str
-
-
-@dataclass(frozen=True)
-class Failed:
-    """The transcription cannot go on."""
-
-    error: RealtimeError
-
-
-@dataclass(frozen=True)
-class Finished:
-    """Every generation is done and every stream closed: the result is ready
-    (:meth:`TranscriptionMachine.result`)."""
-
-
-Action = (
-    OpenStream
-    | SendEvent
-    | CloseStream
-    | ShowDelta
-    | ShowGenerationText
-    | Replaying
-    | Failed
-    | Finished
-)
 
 
 @dataclass

@@ -243,43 +243,9 @@ def stop(parts: list[Part]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    from voice_client.errors import UsageError
-    from voice_devtools.local.local_runtime import validate_names
-
-    try:
-        validate_names(
-            args.names
-        )  # before anything starts: the error on the terminal, not in the front door's log
-    except UsageError as error:
-        print(f"python -m voice_devtools.local: {error}", file=sys.stderr)
-        return 2
-    python = sys.executable
     services = REPOSITORY / "services"  # the folder that holds the package bridge/
-    if not (services / "bridge" / "__main__.py").is_file():
-        print(
-            f"python -m voice_devtools.local: no bridge at {services}/bridge: run it from the "
-            "repository checkout (make local)",
-            file=sys.stderr,
-        )
-        return 2
-    for problem in (delay_problem(args), first_token_problem(args)):
-        if problem is not None:
-            print(f"python -m voice_devtools.local: {problem}", file=sys.stderr)
-            return 2
-    if args.vllm == "real" and (reason := real_vllm.missing_reason()):
-        print(f"python -m voice_devtools.local: {reason}", file=sys.stderr)
-        return 2
-    ports = [args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port]
-    if args.agent:
-        ports += [args.agent_port, args.bedrock_port]
-    busy = [port for port in ports if not port_free(port)]
-    if busy:
-        print(
-            f"python -m voice_devtools.local: port(s) {', '.join(map(str, busy))} already in use "
-            "on 127.0.0.1 (another make local?); stop it or choose others, e.g. make local "
-            "LOCAL_ARGS='--runtime-port 9443'",
-            file=sys.stderr,
-        )
+    if (problem := preflight_problem(args, services)) is not None:
+        print(f"python -m voice_devtools.local: {problem}", file=sys.stderr)
         return 2
     state = Path(args.state_dir or tempfile.mkdtemp(prefix="voicectl-local-")).resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -296,37 +262,65 @@ def main(argv: list[str] | None = None) -> int:
         host="127.0.0.1", port=args.bridge_port, vllm_port=args.vllm_port, drain_s=0
     )
     bridge_env = {**base_env, "PYTHONPATH": bridge_path, **bridge_settings.to_env()}
-    if args.vllm == "real":
-        print(
-            "python -m voice_devtools.local: writing the tiny Voxtral Realtime checkpoint for vLLM",
-            file=sys.stderr,
-        )
-        model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
-        # The bridge's session limit, as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a
-        # generation that outgrows vLLM's max_model_len while audio streams in kills its engine.
-        bridge_env["MAX_MODEL_LEN"] = str(real_vllm.MAX_MODEL_LEN)
-        tokenizer, delay = None, args.transcription_delay_ms
-        if delay is not None:
-            # As the image's entrypoint does: vLLM reads the delay from tekken.json, so it gets a
-            # patched copy, and the bridge counts the delay's tokens in its session limit.
-            tokenizer = real_vllm.write_tokenizer(model_dir, delay, state / f"tokenizer-{delay}ms")
-            bridge_env["TRANSCRIPTION_DELAY_MS"] = str(delay)
-        command = real_vllm.command(model_dir, args.vllm_port, tokenizer=tokenizer)
-        vllm = Part(
-            "vLLM",
-            args.vllm_port,
-            command,
+    python = sys.executable
+    parts = [
+        vllm_part(args, state, base_env, bridge_env),
+        Part("bridge", args.bridge_port, [python, "-m", "bridge"], services, bridge_env),
+        Part(
+            "Sonic stand-in",
+            args.sonic_port,
+            [python, "-m", "voice_devtools.local.fake_sonic", "--port", str(args.sonic_port)],
             REPOSITORY,
-            real_vllm.environment(base_env),
-            ready_path="/health",
-            ready_timeout_s=real_vllm.START_TIMEOUT_S,
+            base_env,
+        ),
+        front_door_part(args, state, runtime_env),
+    ]
+    if args.agent:
+        parts += agent_parts(args, state, base_env, key_id, secret)
+    (state / "env.sh").unlink(missing_ok=True)
+    return supervise(parts, state, args)
+
+
+def preflight_problem(args: argparse.Namespace, services: Path) -> str | None:
+    """Why the stack cannot start as asked (None: it can), found before anything starts: the error
+    on the terminal, not in a part's log."""
+    from voice_client.errors import UsageError
+    from voice_devtools.local.local_runtime import validate_names
+
+    try:
+        validate_names(args.names)
+    except UsageError as error:
+        return str(error)
+    if not (services / "bridge" / "__main__.py").is_file():
+        return f"no bridge at {services}/bridge: run it from the repository checkout (make local)"
+    for problem in (delay_problem(args), first_token_problem(args)):
+        if problem is not None:
+            return problem
+    if args.vllm == "real" and (reason := real_vllm.missing_reason()):
+        return reason
+    ports = [args.runtime_port, args.bridge_port, args.vllm_port, args.sonic_port]
+    if args.agent:
+        ports += [args.agent_port, args.bedrock_port]
+    busy = [port for port in ports if not port_free(port)]
+    if busy:
+        return (
+            f"port(s) {', '.join(map(str, busy))} already in use on 127.0.0.1 (another make "
+            "local?); stop it or choose others, e.g. make local LOCAL_ARGS='--runtime-port 9443'"
         )
-    else:
-        vllm = Part(
+    return None
+
+
+def vllm_part(
+    args: argparse.Namespace, state: Path, base_env: dict[str, str], bridge_env: dict[str, str]
+) -> Part:
+    """The fake vLLM, or vLLM's real server on a tiny checkpoint it writes into ``state`` (and the
+    bridge's settings for it, in ``bridge_env``)."""
+    if args.vllm != "real":
+        return Part(
             "fake vLLM",
             args.vllm_port,
             [
-                python,
+                sys.executable,
                 "-m",
                 "voice_devtools.local.fake_vllm",
                 "--port",
@@ -336,42 +330,61 @@ def main(argv: list[str] | None = None) -> int:
             REPOSITORY,
             base_env,
         )
-    parts = [
-        vllm,
-        Part("bridge", args.bridge_port, [python, "-m", "bridge"], services, bridge_env),
-        Part(
-            "Sonic stand-in",
-            args.sonic_port,
-            [python, "-m", "voice_devtools.local.fake_sonic", "--port", str(args.sonic_port)],
-            REPOSITORY,
-            base_env,
-        ),
-        Part(
-            "front door",
-            args.runtime_port,
-            [
-                python,
-                "-m",
-                "voicectl",
-                "local-runtime",
-                "--port",
-                str(args.runtime_port),
-                "--ca-file",
-                str(state / "ca.pem"),
-                "--endpoint",
-                f"voxtral-realtime=ws://127.0.0.1:{args.bridge_port}",
-                "--endpoint",
-                f"sonic-tts=http://127.0.0.1:{args.sonic_port}",
-                *[argument for name in args.names for argument in ("--name", name)],
-            ],
-            REPOSITORY,
-            runtime_env,
-            ready_file=state / "env.sh",
-        ),
-    ]
-    if args.agent:
-        parts += agent_parts(args, state, base_env, key_id, secret)
-    (state / "env.sh").unlink(missing_ok=True)
+    print(
+        "python -m voice_devtools.local: writing the tiny Voxtral Realtime checkpoint for vLLM",
+        file=sys.stderr,
+    )
+    model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
+    # The bridge's session limit, as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a
+    # generation that outgrows vLLM's max_model_len while audio streams in kills its engine.
+    bridge_env["MAX_MODEL_LEN"] = str(real_vllm.MAX_MODEL_LEN)
+    tokenizer, delay = None, args.transcription_delay_ms
+    if delay is not None:
+        # As the image's entrypoint does: vLLM reads the delay from tekken.json, so it gets a
+        # patched copy, and the bridge counts the delay's tokens in its session limit.
+        tokenizer = real_vllm.write_tokenizer(model_dir, delay, state / f"tokenizer-{delay}ms")
+        bridge_env["TRANSCRIPTION_DELAY_MS"] = str(delay)
+    return Part(
+        "vLLM",
+        args.vllm_port,
+        real_vllm.command(model_dir, args.vllm_port, tokenizer=tokenizer),
+        REPOSITORY,
+        real_vllm.environment(base_env),
+        ready_path="/health",
+        ready_timeout_s=real_vllm.START_TIMEOUT_S,
+    )
+
+
+def front_door_part(args: argparse.Namespace, state: Path, runtime_env: dict[str, str]) -> Part:
+    """``voicectl local-runtime`` in front of the bridge and the Sonic stand-in; ready once it has
+    written ``env.sh``."""
+    return Part(
+        "front door",
+        args.runtime_port,
+        [
+            sys.executable,
+            "-m",
+            "voicectl",
+            "local-runtime",
+            "--port",
+            str(args.runtime_port),
+            "--ca-file",
+            str(state / "ca.pem"),
+            "--endpoint",
+            f"voxtral-realtime=ws://127.0.0.1:{args.bridge_port}",
+            "--endpoint",
+            f"sonic-tts=http://127.0.0.1:{args.sonic_port}",
+            *[argument for name in args.names for argument in ("--name", name)],
+        ],
+        REPOSITORY,
+        runtime_env,
+        ready_file=state / "env.sh",
+    )
+
+
+def supervise(parts: list[Part], state: Path, args: argparse.Namespace) -> int:
+    """Start ``parts`` in order, each once the one before listens; print the banner; then wait
+    until Ctrl-C, SIGTERM or a part's exit, and stop them all. Returns the exit code."""
     interrupted = False
 
     def on_signal(signum: int, frame: object) -> None:
@@ -382,29 +395,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     try:
         for part in parts:
-            part.log = state / (part.name.replace(" ", "-").lower() + ".log")
-            # Owner only: the front door's log shows the local secret key (the environment it
-            # prints).
-            descriptor = os.open(part.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            os.fchmod(descriptor, 0o600)
-            with os.fdopen(descriptor, "wb") as log:
-                # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in
-                # order.
-                part.process = subprocess.Popen(
-                    part.command,
-                    cwd=part.cwd,
-                    env=part.env,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,
-                )
-            if part.ready_timeout_s > READY_TIMEOUT_S:
-                print(
-                    f"python -m voice_devtools.local: waiting for {part.name} (up to "
-                    f"{part.ready_timeout_s:.0f} s)",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            start(part, state)
             wait_listening(part, time.monotonic() + part.ready_timeout_s)
         print_banner(parts, state, args)
         while not interrupted:
@@ -425,6 +416,31 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         stop(parts)
         print(f"python -m voice_devtools.local: stopped (logs in {state})", file=sys.stderr)
+
+
+def start(part: Part, state: Path) -> None:
+    """Start ``part``'s process, its output in its own log file in ``state``."""
+    part.log = state / (part.name.replace(" ", "-").lower() + ".log")
+    # Owner only: the front door's log shows the local secret key (the environment it prints).
+    descriptor = os.open(part.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "wb") as log:
+        # Its own session: Ctrl-C reaches only this supervisor, which stops the parts in order.
+        part.process = subprocess.Popen(
+            part.command,
+            cwd=part.cwd,
+            env=part.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    if part.ready_timeout_s > READY_TIMEOUT_S:
+        print(
+            f"python -m voice_devtools.local: waiting for {part.name} (up to "
+            f"{part.ready_timeout_s:.0f} s)",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def agent_parts(

@@ -386,8 +386,8 @@ def test_no_credentials_fails_fast_instead_of_hanging(recording, tmp_path):
         AWS_EC2_METADATA_DISABLED="true",
     )
     script = (
-        "import sys\nfrom voicectl import cli\nfrom voice_client import sagemaker_stream\n"
-        f"sagemaker_stream.bidi_endpoint_uri = lambda region: 'https://127.0.0.1:{port}'\n"
+        "import sys\nfrom voicectl import cli\nfrom voice_client import sagemaker_client\n"
+        f"sagemaker_client.bidi_endpoint_uri = lambda region: 'https://127.0.0.1:{port}'\n"
         "sys.exit(cli.main(sys.argv[1:]))\n"
     )
     try:

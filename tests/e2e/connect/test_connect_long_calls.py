@@ -11,7 +11,8 @@ import asyncio
 import pytest
 
 from connect_consumer import mkv
-from connect_consumer.consumer import END_OF_STREAM, Consumer
+from connect_consumer.consumer import Consumer
+from connect_consumer.transcriber import END_OF_STREAM
 from tests.unit.services.connect_consumer.connect_testkit import (
     MemoryStore,
     assert_tiles,
@@ -87,7 +88,7 @@ def test_ten_simultaneous_calls_through_one_consumer():
                 store,
                 max_calls=10,
             )
-            from connect_consumer.consumer import CallRequest
+            from connect_consumer.call import CallRequest
 
             tasks = [
                 consumer.start(CallRequest(c.contact_id, c.stream_arn, c.number(0))) for c in calls

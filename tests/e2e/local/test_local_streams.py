@@ -94,7 +94,7 @@ async def open_stream(stack, endpoint: str, **input_fields):
     import boto3
     from aws_sdk_sagemaker_runtime_http2.models import InvokeEndpointWithBidirectionalStreamInput
 
-    from voice_client.sagemaker_stream import BotocoreCredentialsResolver, create_client
+    from voice_client.sagemaker_client import BotocoreCredentialsResolver, create_client
 
     resolver = BotocoreCredentialsResolver(boto3.Session(region_name=REGION))
     client = await create_client(
@@ -237,11 +237,8 @@ def test_five_unanswered_pings_close_the_stream(stack_factory, monkeypatch, tmp_
     async def scenario():
         import boto3
 
-        from voice_client.sagemaker_stream import (
-            BotocoreCredentialsResolver,
-            SageMakerStreamTransport,
-            create_client,
-        )
+        from voice_client.sagemaker_client import BotocoreCredentialsResolver, create_client
+        from voice_client.sagemaker_stream import SageMakerStreamTransport
 
         client = await create_client(
             REGION,

@@ -16,7 +16,7 @@ def test_speak_and_transcribe_word_missing_credentials_the_same_way():
     from smithy_core.exceptions import SmithyIdentityError
 
     from voice_client import speak
-    from voice_client.sagemaker_stream import resolve_credentials
+    from voice_client.sagemaker_client import resolve_credentials
     from voice_client.sonic import SonicRequest
 
     class NoCredentials:

@@ -57,11 +57,8 @@ def exception_event(name: str, body: dict) -> bytes:
 async def open_mock_stream(response_body: bytes, status: int = 200, headers=None):
     from smithy_http.testing import MockHTTPClient
 
-    from voice_client.sagemaker_stream import (
-        BotocoreCredentialsResolver,
-        SageMakerStreamTransport,
-        create_client,
-    )
+    from voice_client.sagemaker_client import BotocoreCredentialsResolver, create_client
+    from voice_client.sagemaker_stream import SageMakerStreamTransport
 
     mock = MockHTTPClient()
     mock.add_response(
@@ -247,11 +244,8 @@ def test_a_full_transcription_through_the_sagemaker_transport():
     by event."""
     from smithy_http.testing import MockHTTPClient
 
-    from voice_client.sagemaker_stream import (
-        BotocoreCredentialsResolver,
-        SageMakerStreamTransport,
-        create_client,
-    )
+    from voice_client.sagemaker_client import BotocoreCredentialsResolver, create_client
+    from voice_client.sagemaker_stream import SageMakerStreamTransport
 
     async def scenario():
         mock = MockHTTPClient()
@@ -297,68 +291,6 @@ def test_a_full_transcription_through_the_sagemaker_transport():
         "input_audio_buffer.append",
         "input_audio_buffer.commit",
     ]
-
-
-def test_botocore_credentials_resolver_refreshes_and_reports_missing_credentials():
-    from smithy_core.exceptions import SmithyIdentityError
-
-    from voice_client.sagemaker_stream import BotocoreCredentialsResolver
-
-    class Refreshable:
-        def __init__(self):
-            self.calls = 0
-
-        def refresh_needed(self):
-            return True
-
-        def get_frozen_credentials(self):
-            from botocore.credentials import ReadOnlyCredentials
-
-            self.calls += 1
-            return ReadOnlyCredentials(f"AKID{self.calls}", "secret", None)
-
-    credentials = Refreshable()
-
-    class Session:
-        def get_credentials(self):
-            return credentials
-
-    resolver = BotocoreCredentialsResolver(Session())
-    first = asyncio.run(resolver.get_identity(properties={}))
-    second = asyncio.run(resolver.get_identity(properties={}))
-    assert (first.access_key_id, second.access_key_id) == ("AKID1", "AKID2")
-
-    class Empty:
-        def get_credentials(self):
-            return None
-
-    with pytest.raises(SmithyIdentityError, match="none found in the environment, profiles, SSO"):
-        asyncio.run(BotocoreCredentialsResolver(Empty()).get_identity(properties={}))
-
-
-def test_an_unresolvable_runtime_host_is_named_in_the_error():
-    """A DNS failure (awscrt AWS_IO_DNS_*) names the host and URL the client called, and what to
-    check."""
-    from voice_client.sagemaker_stream import describe_error
-
-    error = RuntimeError("AWS_IO_DNS_INVALID_NAME: Host name was invalid for dns resolution")
-    message = str(
-        describe_error(
-            error, "voxtral-realtime", "https://runtime.sagemaker.xx-east-1.amazonaws.com:8443"
-        )
-    )
-    assert "runtime host runtime.sagemaker.xx-east-1.amazonaws.com" in message
-    assert (
-        "does not resolve (DNS): check --endpoint-url, AWS_ENDPOINT_URL_SAGEMAKER_RUNTIME_HTTP2, "
-        "--region"
-    ) in message
-    refused = describe_error(
-        RuntimeError("AWS_IO_SOCKET_CONNECTION_REFUSED: refused"), "e", "https://127.0.0.1:1"
-    )
-    assert "runtime host 127.0.0.1 (https://127.0.0.1:1) cannot be reached" in str(refused)
-    assert "runtime host" not in str(
-        describe_error(RuntimeError("AWS_IO_DNS_INVALID_NAME"), "e")
-    )  # URL unknown
 
 
 # ---- every wait on a failed stream is bounded --------------------------------------------------

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from connect_consumer.consumer import CallRequest
+from connect_consumer.call import CallRequest
 from tests.conftest import ROOT
 
 FLOW = (

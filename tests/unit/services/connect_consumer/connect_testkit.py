@@ -12,9 +12,10 @@ import boto3
 import numpy as np
 
 from connect_consumer import mkv
-from connect_consumer.consumer import CallRequest, CallTranscriber
+from connect_consumer.call import CallRequest
 from connect_consumer.kvs import KvsMedia
 from connect_consumer.sink import SEGMENT
+from connect_consumer.transcriber import CallTranscriber
 from voice_client.realtime import WebSocketTransport
 from voice_devtools.fake_kvs import FakeCall, FakeKvs
 from voice_devtools.local.fake_vllm import FakeVllm

@@ -1,5 +1,7 @@
-"""The consumer end to end on loopback: the KVS stand-in (real Matroska fragments over HTTP, read
-with boto3) -> the consumer -> the real bridge -> the fake vLLM; the store in memory."""
+"""connect_consumer.consumer: many calls in one task, end to end on loopback (the KVS stand-in:
+real Matroska fragments over HTTP, read with boto3 -> the consumer -> the real bridge -> the fake
+vLLM; the store in memory): a busy endpoint makes a call wait, a failing call fails alone, and
+every call's outcome is recorded."""
 
 from __future__ import annotations
 
@@ -10,7 +12,8 @@ import numpy as np
 import pytest
 
 from connect_consumer import mkv
-from connect_consumer.consumer import END_OF_STREAM, Consumer
+from connect_consumer.consumer import Consumer
+from connect_consumer.transcriber import END_OF_STREAM
 from tests.unit.services.connect_consumer.connect_testkit import (
     MemoryStore,
     assert_tiles,
@@ -38,26 +41,6 @@ def quick_busy_retries(monkeypatch):
     monkeypatch.setattr(machine, "BUSY_RETRY_DELAYS_S", (0.05, 0.1, 0.2))
 
 
-def test_a_short_call_gives_both_speakers_transcripts_that_cover_the_call():
-    async def main():
-        store = MemoryStore()
-        async with servers() as (url, kvs, _vllm):
-            call = kvs.add(
-                FakeCall("contact-1", "stream-1", speech_like(21, 1), speech_like(21, 2))
-            )
-            reason = await transcriber(call, url, kvs, store).run()
-        return store, reason
-
-    store, reason = run(main())
-    assert reason == END_OF_STREAM
-    for track in mkv.CONNECT_TRACKS:
-        assert_tiles(store.finals("contact-1", track), 21.0)
-    assert store.kinds("contact-1") == ["Call Started"]
-    assert store.checkpoints["contact-1"]["fragment"] == FakeCall("c", "s", b"", b"").number(
-        20
-    )  # 21 s: 21 fragments
-
-
 def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_whole(
     quick_busy_retries,
 ):
@@ -66,7 +49,7 @@ def test_a_call_arriving_when_the_endpoint_is_full_waits_then_is_transcribed_who
     why and for how long, keeps waiting while its stream is live (held open: no new fragment, but
     its quiet time not reached), and once the first call ends (its stream moves on to another
     contact) it is transcribed from its start."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     async def main():
         store, metrics = MemoryStore(), []
@@ -145,7 +128,7 @@ def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribe
     fragments): the call is not dropped silently: its table item says UNTRANSCRIBED, a Call Ended
     event names the seconds of each track never transcribed, and the CallsUntranscribed metric
     counts it."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     async def main():
         store, metrics = MemoryStore(), []
@@ -215,7 +198,7 @@ def test_a_call_that_ends_while_it_waits_for_the_endpoint_is_marked_untranscribe
     ],
 )
 def test_a_bad_fragment_fails_that_call_only_with_an_event_naming_the_flaw(flaw, expected):
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     async def main():
         store = MemoryStore()
@@ -275,7 +258,8 @@ def test_a_model_error_on_a_stream_makes_the_call_wait_and_resume_a_few_times_th
     ms (seen with vLLM's real server on a loaded CPU): the call waits and resumes from its
     checkpoint, whole; a container that keeps failing fails the call after MODEL_ERROR_RETRIES
     resumes instead of holding it forever."""
-    from connect_consumer.consumer import MODEL_ERROR_RETRIES, CallRequest
+    from connect_consumer.call import CallRequest
+    from connect_consumer.consumer import MODEL_ERROR_RETRIES
     from voice_client.realtime import RealtimeError, WebSocketTransport
 
     async def main():
@@ -356,7 +340,7 @@ def test_an_unexpected_error_fails_the_call_with_a_bounded_reason_never_leaving_
     """A raw SDK error out of a call (GetMedia reset mid-fragment, a DynamoDB or EventBridge error)
     used to escape the consumer: no Call Failed event, the call ACTIVE for ever. It ends FAILED with
     the error's type and text, cut to MAX_REASON_BYTES."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
     from connect_consumer.sink import MAX_REASON_BYTES
 
     class Raising:
@@ -385,7 +369,7 @@ def test_an_outcome_that_cannot_be_written_is_logged_and_counted_not_passed_over
     """The table and the bus both refuse the call's outcome: the consumer does not raise, says so in
     the log, counts it (OutcomesNotRecorded) and keeps the contact in ``unrecorded`` (its message is
     then left to come back, so that another try records it)."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     class Ending:
         announce, checkpoint = True, None
@@ -424,7 +408,7 @@ def test_a_final_status_is_written_only_after_the_event_so_a_lost_event_is_publi
     """The bus refuses the Call Ended event: the table keeps the call unfinished (a final status
     would make the copy of its message that comes back be deleted unrun, and the event would be lost
     for good); once the bus takes it, the next try publishes the event and then writes ENDED."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     class Ending:
         announce, checkpoint = True, None
@@ -458,183 +442,11 @@ def test_a_final_status_is_written_only_after_the_event_so_a_lost_event_is_publi
     assert [kind for kind, _ in store.events] == ["Call Ended"]
 
 
-def test_the_two_tracks_finals_are_committed_one_at_a_time_and_the_checkpoint_never_goes_back():
-    """Both tracks write the CHECKPOINT item; two transactions at once conflict in DynamoDB (the
-    call ended there), and an earlier checkpoint finishing last would overwrite a later one. The
-    store below fails a commit that overlaps another, as DynamoDB does, and each commit takes a
-    while: both tracks end generations at the same quiet points, so they finish together."""
-    from connect_consumer.sink import SinkError
-
-    class Conflicting(MemoryStore):
-        writing = 0
-
-        async def commit_final(self, segment, state):
-            self.writing += 1
-            try:
-                if self.writing > 1:
-                    raise SinkError("TransactionConflict")
-                await asyncio.sleep(0.05)
-                await super().commit_final(segment, state)
-            finally:
-                self.writing -= 1
-
-    async def main():
-        store = Conflicting()
-        async with servers() as (url, kvs, _vllm):
-            call = kvs.add(FakeCall("both", "s-both", speech_like(21, 1), speech_like(21, 2)))
-            reason = await transcriber(call, url, kvs, store).run()
-        return store, reason
-
-    store, reason = run(main())
-    assert reason == END_OF_STREAM
-    for track in mkv.CONNECT_TRACKS:
-        assert_tiles(store.finals("both", track), 21.0)
-
-
-def test_partial_events_stay_under_eventbridges_limit_however_long_a_generation_runs():
-    """130 deltas of 200 KB each in one generation: each partial event carries the generation's
-    latest text, cut to MAX_TEXT_BYTES from its start (it carried the whole generation so far: 30 MB
-    published, then a refused event)."""
-    import json as json_module
-
-    from connect_consumer.consumer import CallRequest, CallTranscriber
-    from connect_consumer.sink import MAX_TEXT_BYTES, PUT_EVENTS_MAX_ENTRY_BYTES, entry_bytes
-    from voice_client.audio import CHUNK_BYTES
-
-    class LongDeltas:  # answers each append with a 200 KB delta, the final commit with its done
-        def __init__(self):
-            self.inbox = asyncio.Queue()
-            self.inbox.put_nowait(json_module.dumps({"type": "session.created"}))
-            self.count = 0
-
-        async def send_text(self, text):
-            event = json_module.loads(text)
-            if event["type"] == "input_audio_buffer.append":
-                self.count += 1
-                delta = f"<{self.count}>" + "ü" * 100_000
-                self.inbox.put_nowait(
-                    json_module.dumps({"type": "transcription.delta", "delta": delta})
-                )
-            elif event.get("final"):
-                self.inbox.put_nowait(
-                    json_module.dumps({"type": "transcription.done", "text": "the end"})
-                )
-
-        async def receive_text(self):
-            return await self.inbox.get()
-
-        async def close(self):
-            pass
-
-    async def opener():
-        return LongDeltas()
-
-    loud = (np.full(CHUNK_BYTES // 2, 8000, dtype="<i2")).tobytes()
-
-    async def main():
-        store = MemoryStore()
-        made = CallTranscriber(
-            CallRequest("long", "arn", "1"), media=None, opener=opener, store=store
-        )
-        queue = asyncio.Queue()
-        for _ in range(130):
-            queue.put_nowait(loud)
-        queue.put_nowait(None)
-        await made._transcribe(mkv.TRACK_FROM_CUSTOMER, queue)
-        return store
-
-    store = run(main())
-    partials = [
-        detail
-        for kind, detail in store.events
-        if kind == "Transcript Segment" and not detail["final"]
-    ]
-    assert len(partials) == 130
-    for number, detail in enumerate(partials, 1):
-        entry = {
-            "Source": "voicectl.connect",
-            "DetailType": "Transcript Segment",
-            "Detail": json_module.dumps(detail, ensure_ascii=False),
-        }
-        assert entry_bytes(entry) < PUT_EVENTS_MAX_ENTRY_BYTES
-        assert detail["text"].endswith(f"<{number}>" + "ü" * 100_000)  # the latest words, whole
-        assert len(detail["text"].encode()) <= MAX_TEXT_BYTES and detail.get("cut", False) == (
-            number > 1
-        )
-    assert [s.text for s in store.segments] == ["the end"]
-
-
-def test_a_stopped_call_finishes_the_final_it_was_writing_before_it_counts_as_stopped():
-    """SIGTERM cancels the calls; a final whose transaction is in flight is written and published
-    before the call's task ends (it used to go on unseen after it: the task resuming the call from
-    the checkpoint could read the checkpoint before that final's and publish the final a second
-    time)."""
-
-    class Slow(MemoryStore):
-        def __init__(self):
-            super().__init__()
-            self.in_commit, self.release = asyncio.Event(), asyncio.Event()
-
-        async def commit_final(self, segment, state):
-            self.in_commit.set()
-            await self.release.wait()
-            await super().commit_final(segment, state)
-
-    async def main():
-        store = Slow()
-        async with servers() as (url, kvs, _vllm):
-            call = kvs.add(FakeCall("stopped", "s-stop", speech_like(21, 1), speech_like(21, 2)))
-            task = asyncio.create_task(transcriber(call, url, kvs, store).run())
-            await store.in_commit.wait()
-            task.cancel()
-            for _ in range(50):
-                await asyncio.sleep(0)
-            stopped_early = task.done()
-            store.release.set()
-            await asyncio.gather(task, return_exceptions=True)
-        return store, stopped_early
-
-    store, stopped_early = run(main())
-    assert not stopped_early
-    finals = [
-        detail for kind, detail in store.events if kind == "Transcript Segment" and detail["final"]
-    ]
-    assert store.segments and [d["segmentId"] for d in finals] == [
-        s.item_key for s in store.segments
-    ]
-
-
-def test_a_partial_the_bus_refuses_is_dropped_and_the_call_goes_on():
-    """A partial is superseded by the next one and by the final: one that EventBridge still refuses
-    after the sink's retries is logged and dropped (it failed the call: found by the fault soak,
-    with throttled entries)."""
-    from connect_consumer.sink import SinkError
-
-    class RefusesPartials(MemoryStore):
-        async def publish(self, kind, detail):
-            if kind == "Transcript Segment" and not detail["final"]:
-                raise SinkError("EventBridge refused 1 event(s) after 3 retries")
-            await super().publish(kind, detail)
-
-    async def main():
-        store = RefusesPartials()
-        async with servers() as (url, kvs, _vllm):
-            call = kvs.add(FakeCall("partials", "s-partials", speech_like(6, 1), speech_like(6, 2)))
-            made = transcriber(call, url, kvs, store)
-            reason = await made.run()
-        return store, reason, made.partials_dropped
-
-    store, reason, dropped = run(main())
-    assert reason == END_OF_STREAM and dropped > 0
-    for track in mkv.CONNECT_TRACKS:
-        assert_tiles(store.finals("partials", track), 6.0)
-
-
 def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both_be_written():
     """SIGTERM cancels the call tasks; one that is publishing its Call Ended event finishes the
     event and writes ENDED before the stop goes on (no event lost, none published twice by the task
     that resumes the call)."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     class Ending:
         announce, checkpoint = True, None
@@ -672,7 +484,7 @@ def test_a_stop_while_the_outcome_is_recorded_lets_the_event_and_the_status_both
 def test_an_ended_call_is_not_kept_by_the_consumer():
     """A consumer task runs calls for weeks: each call's task is dropped once it ended (not one Task
     per call ever taken kept in memory), and the same contact can start again."""
-    from connect_consumer.consumer import CallRequest
+    from connect_consumer.call import CallRequest
 
     class Ending:
         announce, checkpoint = True, None

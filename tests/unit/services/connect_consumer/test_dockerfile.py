@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
 import subprocess
 import sys
@@ -79,10 +80,13 @@ def copied_files() -> list[str]:
 
 @functools.cache
 def trace() -> dict[str, list[str]]:
-    """The import trace in this environment, run from the root (as the image runs from /app)."""
+    """The import trace in this environment, run from the root (as the image runs from /app) with
+    the image's PYTHONPATH (services/ of this checkout, not the one the environment has installed
+    in editable mode)."""
     done = subprocess.run(
         [sys.executable, str(TRACER)],
         cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT / "services")},
         capture_output=True,
         text=True,
         timeout=120,

@@ -82,7 +82,8 @@ def test_the_payload_of_a_call_is_read_from_where_get_data_endpoint_points():
 
 # ---- the reader over the stand-in: how a call's stream ends, and what it survives --------------
 from connect_consumer import mkv  # noqa: E402
-from connect_consumer.consumer import END_OF_STREAM, CallFailed  # noqa: E402
+from connect_consumer.call import CallFailed  # noqa: E402
+from connect_consumer.transcriber import END_OF_STREAM  # noqa: E402
 from tests.unit.services.connect_consumer.connect_testkit import (  # noqa: E402
     MemoryStore,
     assert_tiles,

@@ -470,7 +470,7 @@ def test_drive_machine_awaits_each_action_first_and_a_missing_done_goes_on(memor
     ``on_done_timeout="go_on"``: each generation's deltas are its text and the transcription ends
     normally, never failing."""
     from voice_client.realtime.driver import drive_machine
-    from voice_client.realtime.machine import DONE_TIMEOUT_GO_ON
+    from voice_client.realtime.policy import DONE_TIMEOUT_GO_ON
 
     memory_server.never_done = True
     seen: list[object] = []

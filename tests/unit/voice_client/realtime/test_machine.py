@@ -538,7 +538,7 @@ def test_a_done_that_never_comes_can_go_on_on_a_new_stream_with_the_deltas_as_th
     ``on_done_timeout="go_on"`` (the Connect consumer's live calls) the generation's deltas become
     its text, its stream is closed, and the audio after it goes on a new stream: the transcription
     does not end."""
-    from voice_client.realtime.machine import DONE_TIMEOUT_GO_ON
+    from voice_client.realtime.policy import DONE_TIMEOUT_GO_ON
 
     machine, _ = started(done_timeout_s=5, session_limit_s=0.5, on_done_timeout=DONE_TIMEOUT_GO_ON)
     for index, chunk in enumerate(
