@@ -63,6 +63,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from process_stats import cpu_seconds, free_port, percentile, rss_bytes
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
@@ -91,8 +92,6 @@ services/bridge/protocol.py TRANSCRIPTION_DONE_PREFIX, devtools/voice_devtools/l
 send_event); the bridge relays it unchanged."""
 TRANSCRIPTION_DELTA_MARKER = '"type":"transcription.delta"'
 """How a delta reads in the same JSON (services/bridge/stream.py _DELTA_MARKER)."""
-CLOCK_TICKS_PER_S = os.sysconf("SC_CLK_TCK")
-PAGE = os.sysconf("SC_PAGE_SIZE")
 
 
 def answered_append(delta: int) -> int:
@@ -111,33 +110,6 @@ def answered_append(delta: int) -> int:
     1280-sample tokens: appends 1-4 (up to 8192 samples, within the 8320 buffered) release no delta,
     append 5 releases delta 1, append 6 deltas 2 and 3, and every later append one or two."""
     return -(-(STREAM_LAG_SAMPLES + delta * SAMPLES_PER_TOKEN) // APPEND_SAMPLES)
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of process `pid`, seconds (/proc/<pid>/stat fields 14 and 15)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS_PER_S
-
-
-def rss_bytes(pid: int) -> int:
-    """Resident set size of process `pid`, bytes (/proc/<pid>/statm, second field, pages)."""
-    return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """Nearest-rank percentile of `values` (fraction in 0..1); NaN for an empty list."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))]
 
 
 @dataclass
@@ -457,7 +429,7 @@ def _start(
     """Start the fake vLLM (with `vllm_args`) and a bridge from `bridge_dir` (with the
     BridgeEnvironment fields `extra`); return (fake, bridge, vLLM port, bridge port)."""
     model = "mistralai/Voxtral-Mini-4B-Realtime-2602"
-    vllm_port, bridge_port = _free_port(), _free_port()
+    vllm_port, bridge_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     fake = subprocess.Popen(
         [
