@@ -55,13 +55,8 @@ from pathlib import Path
 from websockets.asyncio.client import connect
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bridge_bench import (
-    REPO,
-    _free_port,
-    bridge_process_env,
-    percentile,
-    wait_ready,
-)
+from bridge_bench import REPO, bridge_process_env, wait_ready
+from process_stats import free_port, percentile
 
 MODEL = "mistralai/Voxtral-Mini-4B-Realtime-2602"
 APPEND_BYTES = 4096  # 128 ms of PCM16 at 16 kHz mono
@@ -228,7 +223,7 @@ HEADER = "streams | first-delta p50 ms | p90 ms | RTF p50 | RTF max | tail p90 m
 async def local_bridge(max_streams: int):
     """The fake vLLM and a bridge on 127.0.0.1 (their own processes); yields the bridge's WebSocket
     URL."""
-    vllm_port, bridge_port = _free_port(), _free_port()
+    vllm_port, bridge_port = free_port(), free_port()
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     # ASYNC220: Popen returns once the process starts; the bench waits for readiness itself.
     fake = subprocess.Popen(  # noqa: ASYNC220
