@@ -250,7 +250,7 @@ lock: $(VENV_STAMP) ## re-pin every requirements*.lock and the staging build's r
 		$(addprefix --find-links=,$(TORCH_WHEELS)) --excludes tools/vllm-excludes.txt \
 		tools/vllm-requirements.in \
 		-o $(VLLM_LOCK)
-	$(PY) tools/staging_requirements.py
+	$(PY) tools/staging_requirements.py  # writes services/model_staging/requirements.txt
 
 clean: ## remove cdk.out, cdk.out.vpc, the virtual environments (.venv, .venv-scan, .venv-vllm, .venv-bidi-client), node_modules
 	rm -rf cdk.out $(SCAN_OUT) $(VENV) $(SCAN_VENV) $(VLLM_VENV) $(BIDI_CLIENT_VENV) node_modules

@@ -21,13 +21,14 @@ One folder per family, each with a README (what it is, its props and their defau
   import: GPU capacity, CUDA compatibility, the instance catalogue, names and ARNs,
   :class:`~constructs_lib.facts.S3Prefix`.
 - ``validation.py`` (props checks, :class:`PropsError`), ``nag.py`` (cdk-nag acknowledgements),
-  ``cleanup.py`` (the custom resources that let ``cdk destroy`` finish), shared by the families.
+  ``cleanup.py`` (the custom resources that let ``cdk destroy`` finish), shared by the families;
+  ``service_code.py`` finds the code they deploy (``services/handlers``,
+  ``services/model_staging``).
 
 The package imports nothing of this project outside it (``config``, ``stacks``, ``voicectl``,
 ``services``), and each name below is imported on first use: the CDK-free modules (props, checks,
-:mod:`constructs_lib.facts`, and the model staging code in ``artifacts/model_staging_build``) load
-without ``aws_cdk``, which the settings layer and ``voicectl`` rely on. The package folders import
-nothing on their own for the same reason.
+:mod:`constructs_lib.facts`) load without ``aws_cdk``, which the settings layer and ``voicectl``
+rely on. The package folders import nothing on their own for the same reason.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 """The Lambda functions behind the custom resources that let `cdk destroy` finish
-(constructs_lib/cleanup_handlers): each with its own role (only the statements given plus writing
+(services/handlers/cleanup/): each with its own role (only the statements given plus writing
 its own log group), log group and the reasons for the findings a CloudFormation custom resource
 handler raises in cdk-nag's and checkov's Lambda checks."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from aws_cdk import (
     Duration,
@@ -20,9 +19,11 @@ from constructs import Construct
 
 from constructs_lib.nag import CUSTOM_RESOURCE_HANDLER_SKIPS, acknowledge_compliance, skip_checkov
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
+from constructs_lib.service_code import handler_dir
 
-#: The handlers' code: one directory, one module per custom resource, ``cfn_response`` shared.
-CLEANUP_HANDLERS_DIR = Path(__file__).parent / "cleanup_handlers"
+#: The handlers' code (``services/handlers/cleanup/``): one directory, one module per custom
+#: resource, ``cfn_response`` shared.
+CLEANUP_HANDLERS_DIR = handler_dir("cleanup")
 
 
 def cleanup_function(

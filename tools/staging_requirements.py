@@ -1,4 +1,4 @@
-"""Write constructs_lib/artifacts/model_staging_build/requirements.txt: the staging code's
+"""Write services/model_staging/requirements.txt: the staging code's
 dependencies, hash-pinned.
 
 The ModelStaging build installs only what ``python -m stage_model`` imports (boto3, huggingface_hub
@@ -39,7 +39,7 @@ TARGET = {
 
 ROOT = Path(__file__).resolve().parents[1]
 LOCK = ROOT / "requirements.lock"
-OUTPUT = ROOT / "constructs_lib" / "artifacts" / "model_staging_build" / "requirements.txt"
+OUTPUT = ROOT / "services" / "model_staging" / "requirements.txt"
 
 
 def closure(roots: tuple[str, ...] = ROOTS) -> list[str]:

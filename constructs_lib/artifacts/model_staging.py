@@ -2,7 +2,7 @@
 them.
 
 A CodeBuild project runs the same code as ``voicectl stage-model`` (``python -m stage_model``, from
-the folder ``model_staging_build/`` shipped as one asset as it is, the staging package and its
+the folder ``services/model_staging/`` shipped as one asset as it is, the staging package and its
 hash-pinned requirements, with the ``contracts`` package it imports copied beside it at synth) to
 download a pinned revision from the Hugging Face Hub and upload it under the model prefix. A custom
 resource on the CDK Provider framework starts the build and polls it until it ends; its properties
@@ -69,15 +69,15 @@ from constructs_lib.nag import (
     skip_checkov,
 )
 from constructs_lib.network.encryption import secret_decrypt_statement
+from constructs_lib.service_code import MODEL_STAGING_PACKAGE, handler_dir, package_dir
 from constructs_lib.validation import Problems
 from contracts.weights import MANIFEST_NAME
 
-_HERE = Path(__file__).resolve().parent
 #: The build's source: the staging package (``stage_model/``) and its hash-pinned
 #: ``requirements.txt``, and the contracts it imports (:data:`CONTRACTS_DIR`) beside them, nothing
 #: else, so that changes elsewhere in the repository leave the project untouched
 #: (:func:`stage_build_source`).
-BUILD_SOURCE_DIR = _HERE / "model_staging_build"
+BUILD_SOURCE_DIR = package_dir(MODEL_STAGING_PACKAGE)
 #: The ``contracts`` package: the staging code imports the model's identity, its S3 prefix and the
 #: manifest's format from it, so the build's source carries it (``python -m stage_model`` finds it
 #: beside ``stage_model/``).
@@ -89,7 +89,7 @@ BUILD_SOURCE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
 #: staged locally, :class:`_LocalBuildSource`).
 _UNUSED_BUNDLING_IMAGE = DockerImage.from_registry("public.ecr.aws/docker/library/python:3.12-slim")
 #: The Lambda handlers of the custom resource (``index.on_event``, ``index.is_complete``).
-WAITER_CODE_DIR = _HERE / "model_staging_waiter"
+WAITER_CODE_DIR = handler_dir("model_staging_waiter")
 
 #: CloudFormation gives a custom resource operation at most 3600 s (ServiceTimeout, range 1-3600:
 #: https://docs.aws.amazon.com/AWSCloudFormation/latest/TemplateReference/aws-resource-cloudformation-customresource.html).

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from constructs_lib.validation import Problems
@@ -19,8 +18,6 @@ from constructs_lib.validation import Problems
 if TYPE_CHECKING:
     from aws_cdk import aws_ec2 as ec2, aws_sns as sns
 
-FUNCTION_DIR = Path(__file__).resolve().parent / "start_function"
-EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
 INSTANCE_ARN_PATTERN = re.compile(
     r"^arn:aws[a-z-]*:connect:([a-z0-9-]+):(\d{12}):instance/[0-9a-f-]{36}$"
 )

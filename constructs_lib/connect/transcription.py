@@ -87,9 +87,7 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
     ALARM_RULE_NAMES,
     BUS_DEAD_LETTERS_RULE,
     CALLS_WAITING_ALARM_MINUTES,
-    EXAMPLE_FLOW,
     FARGATE_MEMORY_MIB,
-    FUNCTION_DIR,
     FUNCTION_TIMEOUT_S,
     INSTANCE_ARN_PATTERN,
     KVS_ENDPOINT_PORT,
@@ -108,8 +106,13 @@ from constructs_lib.connect.props import (  # noqa: F401 (re-exported: the names
 from constructs_lib.monitoring.alarms import AlarmRule, alarm_from_rule
 from constructs_lib.nag import acknowledge_compliance, skip_checkov
 from constructs_lib.sagemaker_endpoint.props import LOG_RETENTION
+from constructs_lib.service_code import handler_dir
 from constructs_lib.validation import Problems
 
+#: The start function's code (``services/handlers/connect_start/``: ``index.py``, standard library
+#: only) and the example flow beside it (Connect's flow language), not part of the function's asset.
+FUNCTION_DIR = handler_dir("connect_start")
+EXAMPLE_FLOW = FUNCTION_DIR / "example_flow.json"
 #: checkov's Lambda checks the start function does not follow, each with its source. Its environment
 #: is under the data key whenever there is one (so CKV_AWS_173 passes in network.mode=vpc).
 START_FUNCTION_CHECKOV_SKIPS = {

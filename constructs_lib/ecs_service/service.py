@@ -621,7 +621,7 @@ class GpuEcsService(Construct):
 
     def _release_instance_protection(self) -> CustomResource:
         """``Custom::ReleaseInstanceProtection`` of the Auto Scaling group
-        (``constructs_lib/cleanup_handlers/instance_protection.py``).
+        (``services/handlers/cleanup/instance_protection.py``).
 
         Managed termination protection needs the group's ``NewInstancesProtectedFromScaleIn`` and
         ECS sets ``ProtectedFromScaleIn`` on each instance that runs a task (ECS API reference,

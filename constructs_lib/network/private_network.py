@@ -403,7 +403,7 @@ class PrivateNetwork(Construct):
         self, group: ec2.SecurityGroup, subnets: Sequence[ec2.ISubnet], key: kms.IKey | None
     ) -> CustomResource:
         """``Custom::AwaitNetworkInterfaces``
-        (``constructs_lib/cleanup_handlers/network_interfaces.py``): on delete, wait until SageMaker
+        (``services/handlers/cleanup/network_interfaces.py``): on delete, wait until SageMaker
         has released the Models' network interfaces in ``group``, which it does some time after the
         endpoints are gone (not documented: unconfirmed), so that the group and the subnets can be
         deleted (aws-cloudformation/cloudformation-coverage-roadmap#1327 reports the

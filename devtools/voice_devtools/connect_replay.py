@@ -32,11 +32,11 @@ from voice_client.transcribe import TranscriptionTarget, open_target
 if TYPE_CHECKING:
     from connect_consumer.sink import Segment
 
-# The stack's start function, read from the installed construct library without importing it (CDK).
+# The stack's start function, read from the installed handlers package (services/handlers/, which
+# the construct library deploys) without importing it.
 START_FUNCTION = (
-    Path(importlib.util.find_spec("constructs_lib").origin).parent  # type: ignore[union-attr]
-    / "connect"
-    / "start_function"
+    Path(importlib.util.find_spec("handlers").origin).parent  # type: ignore[union-attr]
+    / "connect_start"
     / "index.py"
 )
 REGION = "us-east-1"

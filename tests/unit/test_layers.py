@@ -3,6 +3,9 @@ point down only.
 
     contracts  <  constructs_lib  <  config  <  stacks  <  app.py
     contracts  <  bridge              (services/: the bridge image ships the contracts beside it)
+    contracts  <  model_staging       (services/: the staging build's source carries the contracts)
+    handlers                          (services/: the Lambda functions' code, the standard library
+                                       and the runtime's boto3 only)
     contracts  <  voice_client        (the client library)
     contracts, voice_client  <  connect_consumer  (services/: the Connect consumer's image)
     contracts, voice_client, bridge  <  agent     (services/: the voice agent's bot, on the client
@@ -13,7 +16,8 @@ point down only.
                                        they stand in for)
     contracts, constructs_lib  <  tools   (the rule book reads the constructs' CDK-free facts)
     contracts, voice_client  <  voicectl          (the commands; voicectl/operations/ also:
-                                                   settings, the constructs' facts;
+                                                   settings, the constructs' facts, the
+                                                   staging build's command;
                                                    voicectl/commands/ also voice_devtools,
                                                    imported inside the command)
 
@@ -42,6 +46,8 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
     "stacks": ("stacks", frozenset({"contracts", "constructs_lib", "config"})),
     "app": ("app.py", frozenset({"contracts", "constructs_lib", "config", "stacks"})),
     "bridge": ("services/bridge", frozenset({"contracts"})),
+    "model_staging": ("services/model_staging", frozenset({"contracts"})),
+    "handlers": ("services/handlers", frozenset()),
     "voice_client": ("voice_client", frozenset({"contracts"})),
     "voicectl": ("voicectl", frozenset({"contracts", "voice_client"})),
     "connect_consumer": ("services/connect_consumer", frozenset({"contracts", "voice_client"})),
@@ -62,7 +68,7 @@ PARTS: dict[str, tuple[str, frozenset[str]]] = {
 #: Folders allowed more than their part, and why.
 EXCEPTIONS: dict[str, tuple[frozenset[str], str]] = {
     "voicectl/operations/": (
-        frozenset({"config", "constructs_lib"}),
+        frozenset({"config", "constructs_lib", "model_staging"}),
         "preflight, cost and verify read the app's settings; capacity and "
         "verify the constructs' CDK-free facts; stage-model runs the staging "
         "build's own code",
@@ -79,6 +85,8 @@ IMPORT_ROOTS = {
     "bridge": "services",
     "connect_consumer": "services",
     "agent": "services",
+    "model_staging": "services",
+    "handlers": "services",
     "voice_devtools": "devtools",
 }
 IMPORT_NAMES = {"app": "app"}

@@ -1,6 +1,7 @@
 """What the production wheel holds (pyproject.toml, ``[tool.setuptools.packages.find]``): the
-construct library, the settings, the commands, the client library, the Connect consumer and the
-contracts, and not the dev tools (devtools/, a distribution of its own) or the tests.
+construct library, the settings, the commands, the client library, the Connect consumer, the code
+the constructs deploy (the Lambda handlers, the model staging build) and the contracts, and not the
+dev tools (devtools/, a distribution of its own) or the tests.
 
 setuptools' ``find`` is emulated with its documented rules (a package is a folder with an
 ``__init__.py`` under one of ``where``, kept when its dotted name matches an ``include`` pattern,
@@ -35,9 +36,47 @@ def test_the_production_wheel_holds_the_product_and_not_the_dev_tools():
         "connect_consumer",
         "constructs_lib",
         "contracts",
+        "handlers",
+        "model_staging",
         "voice_client",
         "voicectl",
     }
+
+
+def package_data(package: str) -> list[str]:
+    """The files of ``services/<package>`` outside its subpackages that the wheel's package-data
+    globs take (fnmatch style, relative to the package), bytecode aside."""
+    root = ROOT / "services" / package
+    patterns = PYPROJECT["tool"]["setuptools"]["package-data"][package]
+    return sorted(
+        name
+        for path in root.rglob("*")
+        if path.is_file()
+        and "__pycache__" not in path.parts
+        and not (path.parent != root and (path.parent / "__init__.py").is_file())
+        and any(fnmatch.fnmatchcase(name := path.relative_to(root).as_posix(), p) for p in patterns)
+    )
+
+
+def test_the_wheel_carries_every_file_of_the_lambda_functions_and_the_staging_build():
+    """The functions' folders are package data of ``handlers`` (not packages: an ``__init__.py``
+    would change their assets' hashes); the staging build's ``stage_model`` is a package and its
+    pinned requirements are package data of ``model_staging``."""
+    assert package_data("handlers") == [
+        "cleanup/cfn_response.py",
+        "cleanup/instance_protection.py",
+        "cleanup/network_interfaces.py",
+        "connect_start/example_flow.json",
+        "connect_start/index.py",
+        "model_staging_waiter/index.py",
+    ]
+    handlers = ROOT / "services" / "handlers"
+    assert sorted(
+        p.relative_to(handlers).as_posix()
+        for p in handlers.glob("*/*")
+        if p.is_file() and p.suffix != ".pyc"
+    ) == package_data("handlers")
+    assert package_data("model_staging") == ["requirements.txt"]
 
 
 def test_the_dev_tools_are_a_distribution_of_their_own_over_the_product():

@@ -1,7 +1,7 @@
 """``voicectl stage-model``: put the model's weights under an S3 prefix, pinned, verified and
 resumable.
 
-The command's code lives in ``constructs_lib/artifacts/model_staging_build/stage_model/`` (see its
+The command's code lives in ``services/model_staging/stage_model/`` (see its
 :mod:`command` module), the folder the in-stack staging
 (:class:`constructs_lib.artifacts.model_staging.ModelStaging`) ships to CodeBuild as is, so a
 workstation and the deploy stage with the same code. This module only adds it to ``voicectl``.
@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from constructs_lib.artifacts.model_staging_build.stage_model import command
+from model_staging.stage_model import command
 from voice_client.aws import aws_session
 from voicectl.cli import UsageError
 

@@ -17,7 +17,7 @@ CUSTOM_RESOURCE_STAND_INS: dict[str, Callable[[dict[str, Any]], dict[str, str]]]
 
 def _model_staging_data(properties: dict[str, Any]) -> dict[str, str]:
     """What ``on_event``/``is_complete`` of
-    ``constructs_lib/artifacts/model_staging_waiter/index.py`` return."""
+    ``services/handlers/model_staging_waiter/index.py`` return."""
     from contracts.weights import MANIFEST_NAME
 
     uri = properties["S3Uri"]

@@ -37,7 +37,6 @@ CDK_FREE = (
     "constructs_lib.facts.names",
     "constructs_lib.validation",
     "constructs_lib.facts.instance_types",
-    "constructs_lib.artifacts.model_staging_build.stage_model.command",
     "constructs_lib.network.props",
     "constructs_lib.ecs_service.props",
 )
@@ -61,23 +60,6 @@ def test_the_library_imports_nothing_of_the_app():
         if imported_roots(path) & APP_PACKAGES
     }
     assert offenders == {}
-
-
-def test_the_staging_build_imports_only_itself_the_contracts_the_stdlib_boto3_and_the_hub_client():
-    """Its build source carries the contracts beside it (test_model_staging.py), and nothing else of
-    the project."""
-    allowed = set(sys.stdlib_module_names) | {
-        "boto3",
-        "botocore",
-        "s3transfer",
-        "huggingface_hub",
-        "__future__",
-        "contracts",
-    }
-    paths = sorted((LIBRARY / "artifacts" / "model_staging_build").rglob("*.py"))
-    assert paths, "no staging build code found"
-    for path in paths:
-        assert imported_roots(path) <= allowed, (path, imported_roots(path) - allowed)
 
 
 def test_props_checks_and_facts_load_without_aws_cdk():

@@ -1,6 +1,8 @@
 """Tests mirror the tree (CONTRIBUTING.md, "Tests"): every module of ``contracts/``, ``config/``,
-``constructs_lib/``, ``voicectl/`` and the project's tooling ``tools/`` has its own test file at
-the same path under ``tests/unit/`` (``tools/<path>/`` under ``tests/unit/tools/<path>/``), unless
+``constructs_lib/``, ``voicectl/``, the services' packages the wheel carries (the Connect consumer,
+the Lambda handlers, the model staging build) and the project's tooling ``tools/`` has its own test
+file at the same path under ``tests/unit/`` (``tools/<path>/`` under ``tests/unit/tools/<path>/``),
+unless
 it is a pure re-export (a package's ``__init__`` or a ``__main__`` that only imports and calls) or
 on the short exemption list below, each entry with the reason and the tests that cover it instead.
 A new module without either fails here."""
@@ -22,17 +24,18 @@ PACKAGES = (
     "voicectl",
     "voice_client",
     "services/connect_consumer",
+    "services/handlers",
+    "services/model_staging",
     "devtools/voice_devtools",
     "tools",
 )
 
 #: Folders whose modules' tests sit one level up: the staging build's package (``stage_model/``) is
-#: its build folder's only package, so ``tests/unit/.../model_staging_build/test_<module>.py``
+#: its build folder's only package, so ``tests/unit/services/model_staging/test_<module>.py``
 #: mirror it.
 COLLAPSED = {
     "devtools/voice_devtools": "devtools",
-    "constructs_lib/artifacts/model_staging_build/stage_model": "constructs_lib/artifacts/model_"
-    "staging_build",
+    "services/model_staging/stage_model": "services/model_staging",
 }
 
 #: Modules without a mirror file of their own: {path or folder/: why, and which tests cover it}.
@@ -103,12 +106,16 @@ def test_the_mirror_path_of_a_module():
         mirror("constructs_lib/facts/__init__.py") == "tests/unit/constructs_lib/facts/test_init.py"
     )
     assert (
-        mirror("constructs_lib/connect/start_function/index.py")
-        == "tests/unit/constructs_lib/connect/test_start_function.py"
+        mirror("services/handlers/connect_start/index.py")
+        == "tests/unit/services/handlers/test_connect_start.py"
     )
     assert (
-        mirror("constructs_lib/artifacts/model_staging_build/stage_model/hub.py")
-        == "tests/unit/constructs_lib/artifacts/model_staging_build/test_hub.py"
+        mirror("services/handlers/cleanup/cfn_response.py")
+        == "tests/unit/services/handlers/cleanup/test_cfn_response.py"
+    )
+    assert (
+        mirror("services/model_staging/stage_model/hub.py")
+        == "tests/unit/services/model_staging/test_hub.py"
     )
     assert mirror("tools/template_diff.py") == "tests/unit/tools/test_template_diff.py"
     assert mirror("tools/cfn_rules/aws_rules.py") == "tests/unit/tools/cfn_rules/test_aws_rules.py"

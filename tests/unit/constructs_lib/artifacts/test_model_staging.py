@@ -176,7 +176,7 @@ def source_files(folder: Path) -> list[str]:
 
 
 def test_build_source_asset_is_the_build_folder_as_it_is_with_the_contracts_beside_it(synthesized):
-    """The asset is constructs_lib/artifacts/model_staging_build/ as it is (the staging package and
+    """The asset is services/model_staging/ as it is (the staging package and
     its pinned requirements) and contracts/ beside it (the package the staging code imports),
     without bytecode."""
     asset_dir = asset_dir_of_the_build(synthesized)

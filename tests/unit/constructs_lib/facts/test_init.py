@@ -57,8 +57,8 @@ def test_importing_every_facts_module_loads_no_cdk_module():
 
 def test_s3_prefix_is_the_one_the_staging_build_parses_with():
     from constructs_lib import S3Prefix
-    from constructs_lib.artifacts.model_staging_build.stage_model import command
     from constructs_lib.facts import S3Prefix as FactsS3Prefix
+    from model_staging.stage_model import command
 
     assert S3Prefix is FactsS3Prefix is command.S3Prefix is ContractS3Prefix
     assert str(S3Prefix.parse("s3://models-bucket/voxtral")) == "s3://models-bucket/voxtral/"

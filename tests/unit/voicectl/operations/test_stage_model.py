@@ -9,7 +9,7 @@ import argparse
 
 import pytest
 
-from constructs_lib.artifacts.model_staging_build.stage_model import command
+from model_staging.stage_model import command
 from voice_client.errors import UsageError
 from voicectl import cli
 from voicectl.operations import stage_model

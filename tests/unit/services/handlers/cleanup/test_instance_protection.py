@@ -1,5 +1,5 @@
 """The ``Custom::ReleaseInstanceProtection`` handler
-(constructs_lib/cleanup_handlers/instance_protection.py) against moto's Auto Scaling: Delete lifts
+(services/handlers/cleanup/instance_protection.py) against moto's Auto Scaling: Delete lifts
 the group's and every instance's scale-in protection (more instances than one SetInstanceProtection
 call takes), Create does nothing, an Update that renames the group releases the old one, a missing
 group is fine, and CloudFormation gets SUCCESS or FAILED at its response URL."""
@@ -10,7 +10,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.unit.constructs_lib.cleanup_handlers.handler_kit import (
+from tests.unit.services.handlers.cleanup.handler_kit import (
     REGION,
     handler_module as load_handler,
     moto_environment,

@@ -10,7 +10,7 @@ from botocore.stub import Stubber
 
 from tests.conftest import ROOT
 
-HANDLER = ROOT / "constructs_lib/artifacts/model_staging_waiter/index.py"
+HANDLER = ROOT / "services/handlers/model_staging_waiter/index.py"
 PROJECT = "ModelStagingBuild-abc123"
 BUILD_ID = f"{PROJECT}:4f1c2d3e-0000-4000-8000-000000000001"
 PROPERTIES = {

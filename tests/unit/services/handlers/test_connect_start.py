@@ -14,7 +14,7 @@ from connect_consumer.call import CallRequest
 from tests.conftest import ROOT
 
 FLOW = (
-    ROOT / "constructs_lib" / "connect" / "start_function" / "example_flow.json"
+    ROOT / "services" / "handlers" / "connect_start" / "example_flow.json"
 )  # the stack's ExampleFlow
 STREAM_ARN = (
     "arn:aws:kinesisvideo:us-east-1:123456789012:stream/connect-live-contact-1/1700000000000"
@@ -23,7 +23,7 @@ STREAM_ARN = (
 
 def load_function():
     spec = importlib.util.spec_from_file_location(
-        "connect_start", ROOT / "constructs_lib" / "connect" / "start_function" / "index.py"
+        "connect_start", ROOT / "services" / "handlers" / "connect_start" / "index.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

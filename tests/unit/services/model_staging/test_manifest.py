@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from constructs_lib.artifacts.model_staging_build.stage_model import manifest
-from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
 from contracts.model import S3Prefix
-from tests.unit.constructs_lib.artifacts.conftest import BUCKET
+from model_staging.stage_model import manifest
+from model_staging.stage_model.files import LocalFile
+from tests.unit.services.model_staging.conftest import BUCKET
 
 PREFIX = S3Prefix(BUCKET, "models/voxtral/")
 SOURCE = manifest.Source("huggingface", "mistralai/Voxtral-Mini-4B-Realtime-2602", "b" * 40)

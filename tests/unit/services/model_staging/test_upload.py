@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from constructs_lib.artifacts.model_staging_build.stage_model import upload
-from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
+from model_staging.stage_model import upload
+from model_staging.stage_model.files import LocalFile
 
 MIB = 1024 * 1024
 FILE = LocalFile("params.json", Path("/m/params.json"), 10, "ab" * 32)

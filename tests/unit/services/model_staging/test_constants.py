@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import fnmatch
 
-from constructs_lib.artifacts.model_staging_build.stage_model import constants
 from contracts.weights import MANIFEST_NAME
+from model_staging.stage_model import constants
 
 
 def test_the_allow_list_is_what_vllm_loads_in_mistral_format_and_nothing_else():

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from constructs_lib.artifacts.model_staging_build.stage_model import files
+from model_staging.stage_model import files
 
 SHARDS = ["consolidated-00001-of-00002.safetensors", "consolidated-00002-of-00002.safetensors"]
 

@@ -6,8 +6,8 @@ import hashlib
 
 import pytest
 
-from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
-from constructs_lib.artifacts.model_staging_build.stage_model.hub import (
+from model_staging.stage_model.files import LocalFile
+from model_staging.stage_model.hub import (
     HubFile,
     compare_with_hub,
     git_blob_id,

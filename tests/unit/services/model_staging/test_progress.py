@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from constructs_lib.artifacts.model_staging_build.stage_model.progress import Progress
+from model_staging.stage_model.progress import Progress
 
 
 def test_progress_line_shows_bytes_rate_and_time_left():

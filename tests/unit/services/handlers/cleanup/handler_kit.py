@@ -1,4 +1,4 @@
-"""What the tests of the two cleanup handlers (constructs_lib/cleanup_handlers/) share: the handler
+"""What the tests of the two cleanup handlers (services/handlers/cleanup/) share: the handler
 module loaded as Lambda loads it, moto's credentials in the environment, and a one-request server at
 the CloudFormation response URL. Used by test_network_interfaces.py and test_instance_protection.py
 beside it."""
@@ -17,12 +17,12 @@ from typing import ClassVar
 
 from tests.conftest import ROOT
 
-HANDLERS = ROOT / "constructs_lib" / "cleanup_handlers"
+HANDLERS = ROOT / "services" / "handlers" / "cleanup"
 REGION = "us-east-1"
 
 
 def handler_module(name: str) -> ModuleType:
-    """``constructs_lib/cleanup_handlers/<name>.py`` as Lambda loads it: its directory on the path
+    """``services/handlers/cleanup/<name>.py`` as Lambda loads it: its directory on the path
     (it imports ``cfn_response`` from there)."""
     if str(HANDLERS) not in sys.path:
         sys.path.append(str(HANDLERS))

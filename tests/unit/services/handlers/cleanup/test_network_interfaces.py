@@ -1,9 +1,9 @@
 """The ``Custom::AwaitNetworkInterfaces`` handler
-(constructs_lib/cleanup_handlers/network_interfaces.py) against moto's EC2: it returns once no
+(services/handlers/cleanup/network_interfaces.py) against moto's EC2: it returns once no
 interface uses the group, deletes detached interfaces no service manages, stops waiting before the
 function's time is up, and answers CloudFormation SUCCESS or FAILED at the response URL. (The other
 handler of the directory:
-tests/unit/constructs_lib/cleanup_handlers/test_instance_protection.py.)"""
+tests/unit/services/handlers/cleanup/test_instance_protection.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from tests.unit.constructs_lib.cleanup_handlers.handler_kit import (
+from tests.unit.services.handlers.cleanup.handler_kit import (
     REGION,
     handler_module as load_handler,
     moto_environment,

@@ -11,9 +11,9 @@ from collections import Counter
 import pytest
 from botocore.exceptions import EndpointConnectionError
 
-from constructs_lib.artifacts.model_staging_build.stage_model import command as stage_model
 from contracts.weights import MANIFEST_NAME
-from tests.unit.constructs_lib.artifacts.conftest import (
+from model_staging.stage_model import command as stage_model
+from tests.unit.services.model_staging.conftest import (
     BUCKET,
     MIB,
     PART_SIZE_MIB,
@@ -356,13 +356,13 @@ def test_delete_extra_never_touches_sub_directories_or_unknown_files(aws, s3, mo
 def test_delete_extra_removes_files_of_the_previous_manifest(aws, s3, model_dir, capsys):
     """A file the previous manifest of this prefix listed is a model file of an earlier staging,
     whatever its name."""
-    from constructs_lib.artifacts.model_staging_build.stage_model.files import LocalFile
-    from constructs_lib.artifacts.model_staging_build.stage_model.manifest import (
+    from constructs_lib.facts import S3Prefix
+    from model_staging.stage_model.files import LocalFile
+    from model_staging.stage_model.manifest import (
         Source,
         build_manifest,
         write_manifest,
     )
-    from constructs_lib.facts import S3Prefix
 
     old_key = f"{PREFIX}/tokenizer.model.v3"
     s3.put_object(Bucket=BUCKET, Key=old_key, Body=b"old tokenizer")
@@ -563,7 +563,7 @@ def test_a_missing_bucket_is_reported_without_the_resume_hint(aws, s3, model_dir
 
 
 def test_a_missing_secret_is_reported_without_the_resume_hint(aws, s3, capsys, monkeypatch):
-    from constructs_lib.artifacts.model_staging_build.stage_model import hub
+    from model_staging.stage_model import hub
 
     monkeypatch.setattr(
         hub, "download", lambda *a, **k: pytest.fail("must not download without the token")

@@ -1,10 +1,10 @@
-"""constructs_lib/cleanup_handlers/cfn_response.py: the answer a cleanup handler PUTs at
+"""services/handlers/cleanup/cfn_response.py: the answer a cleanup handler PUTs at
 CloudFormation's response URL (a one-request server on loopback), in the shape of a custom resource
 response object."""
 
 from __future__ import annotations
 
-from tests.unit.constructs_lib.cleanup_handlers.handler_kit import handler_module, response_url
+from tests.unit.services.handlers.cleanup.handler_kit import handler_module, response_url
 
 EVENT = {
     "StackId": "arn:aws:cloudformation:us-east-1:123456789012:stack/S/1",
