@@ -57,8 +57,10 @@ def write_checkpoint(directory: Path) -> Path:
     Raises:
         subprocess.CalledProcessError: the writer failed (its stderr is in the exception).
     """
+    # Run as a script (the standard library only): the vLLM environment has not the dev tools on
+    # its path.
     subprocess.run(
-        [str(python()), "-m", "voice_devtools.local.tiny_voxtral", str(directory)],
+        [str(python()), str(Path(__file__).with_name("tiny_voxtral.py")), str(directory)],
         cwd=REPOSITORY,
         check=True,
         capture_output=True,
