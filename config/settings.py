@@ -31,6 +31,7 @@ from typing import Any, get_type_hints
 
 from config import context as ctx
 from config.agent import DEFAULT_LLM_MODEL_ID, AgentSettings
+from config.bridge import bridge_problems
 from config.capacity_plan import CapacityPlan, plan_capacity
 from config.connect import ConnectSettings
 from config.context import setting
@@ -173,20 +174,18 @@ class Settings(Section):
                 "encryption.repository=true: needs a key (encryption.kms_key_arn or "
                 "encryption.create_key)"
             )
-        for section, endpoint in (("voxtral", self.voxtral), ("sonic", self.sonic)):
-            if endpoint.enabled:
-                problems += endpoint.problems(section, self)
+        voxtral = self.voxtral.problems("voxtral", self) if self.voxtral.enabled else []
+        problems += voxtral
+        if self.sonic.enabled:
+            problems += self.sonic.problems("sonic", self)
         if self.voxtral.enabled and self.voxtral.target == "ecs":
-            problems += self.ecs.problems(self)
-            if self.network.private and self.ecs.internet_facing:
-                problems.append(
-                    "ecs.load_balancer='internet_facing' with network.mode='vpc': the "
-                    "private network has no internet gateway; use "
-                    "ecs.load_balancer='internal' (callers reach it from the VPC, "
-                    "peered networks or on premises), or network.mode='public'"
-                )
+            voxtral = self._ecs_problems()
+            problems += voxtral
         elif self.sonic_on_ecs:
             problems += self.ecs.shared_problems(self)
+        if self.voxtral.enabled and not voxtral:
+            # the environment is built from the voxtral.* (and ecs.*) keys: only once they passed
+            problems += bridge_problems(self)
         problems += self.connect.problems(self)
         problems += self.agent.problems(self)
         if (
@@ -198,6 +197,18 @@ class Settings(Section):
                 f"sonic.endpoint_name={show(self.sonic.endpoint_name)}: must differ "
                 "from voxtral.endpoint_name (endpoint names are unique per account and "
                 "region, case-insensitively)"
+            )
+        return problems
+
+    def _ecs_problems(self) -> list[str]:
+        """The ecs.* keys' problems with voxtral.target=ecs."""
+        problems = self.ecs.problems(self)
+        if self.network.private and self.ecs.internet_facing:
+            problems.append(
+                "ecs.load_balancer='internet_facing' with network.mode='vpc': the "
+                "private network has no internet gateway; use "
+                "ecs.load_balancer='internal' (callers reach it from the VPC, "
+                "peered networks or on premises), or network.mode='public'"
             )
         return problems
 

@@ -5,10 +5,11 @@ The stacks build a :class:`BridgeEnvironment` and write it into the SageMaker Mo
 definition (:meth:`BridgeEnvironment.to_env`); the container reads it back
 (:meth:`BridgeEnvironment.from_env`), refusing a bad value with a message that names the variable
 and what is allowed. ``make local`` and the benches start the bridge with theirs the same way.
-Adding a bridge setting: a field here (with its variable, and its default and check in the group
-of fields :meth:`~BridgeEnvironment.from_env` reads it with: ``_audio_limits``,
-``_access_and_protection``, ``_bridge_settings``, ``_vllm_flags`` or ``_names_and_places``), the
-stack or construct that sets it, and the bridge code that reads it.
+Adding a bridge setting (docs/architecture.md, "Adding a bridge setting"): a field here, last (the
+field order is the ECS task definition's), with its variable, and its default and check in the group
+of fields :meth:`~BridgeEnvironment.from_env` reads it with (``_audio_limits``,
+``_access_and_protection``, ``_bridge_settings``, ``_vllm_flags`` or ``_names_and_places``); the
+settings or construct that set it (config/bridge.py); and the bridge code that reads it.
 
 Not here: the entrypoint's own test hook (``VLLM_COMMAND``) and the descriptor of the pipe that
 hands the bridge its secrets; both stay inside the container.
@@ -104,8 +105,11 @@ DEFAULT_TASK_PROTECTION_GRACE_S: Final = 10.0
 TASK_PROTECTION_MINUTES_RANGE: Final = (1, 2880)
 #: Where the weights' host copy goes when MODEL_S3_URI is set and MODEL_CACHE_DIR is not.
 DEFAULT_MODEL_CACHE_DIR: Final = "/opt/weights-cache"
-#: The bridge's log level unless LOG_LEVEL says otherwise (a name of Python's logging levels).
+#: The bridge's log level unless LOG_LEVEL says otherwise.
 DEFAULT_LOG_LEVEL: Final = "INFO"
+#: The names LOG_LEVEL may hold, in any case: Python's logging levels (``logging`` module, "Logging
+#: Levels").
+LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the ECS
 #: service's secret has 48).
 MIN_TOKEN_CHARS: Final = 16
@@ -126,7 +130,25 @@ _OFFLINE = "offline"
 
 
 class BridgeEnvError(ValueError):
-    """A variable holds a value the bridge cannot use; the message names it and what is allowed."""
+    """A variable holds a value the bridge cannot use; the message names it and what is allowed.
+
+    Attributes:
+        variable: the variable refused (None: no single one).
+        rule: what is allowed, as the message says it after the variable and its value
+            (``"must be at least 1"``), for a caller that names the value its own way (the app's
+            settings name their key).
+    """
+
+    def __init__(self, message: str, *, variable: str | None = None, rule: str | None = None):
+        super().__init__(message)
+        self.variable = variable
+        self.rule = rule if rule is not None else message
+
+    @classmethod
+    def of(cls, variable: str, shown: str | None, rule: str) -> BridgeEnvError:
+        """``VARIABLE=<shown> <rule>``; a secret (``shown`` None) is named without its value."""
+        value = " (its value is not shown)" if shown is None else f"={shown}"
+        return cls(f"{variable}{value} {rule}", variable=variable, rule=rule)
 
 
 def token_problem(token: str) -> str | None:
@@ -239,7 +261,8 @@ class BridgeEnvironment:
             ExpiresInMinutes of each request.
         task_protection_grace_s: TASK_PROTECTION_GRACE_S, default 10: seconds without a live
             stream before protection is turned off.
-        log_level: LOG_LEVEL, default INFO.
+        log_level: LOG_LEVEL, default INFO: one of :data:`LOG_LEVELS`, in any case (read in
+            capitals).
         transcription_delay_ms: TRANSCRIPTION_DELAY_MS, the delay the entrypoint writes into the
             tokenizer vLLM serves (None: the checkpoint's own, 480 ms for the session limit).
     """
@@ -387,7 +410,7 @@ def _audio_limits(env: Mapping[str, str]) -> dict[str, Any]:
     largest append."""
     fraction = _number(env, "SESSION_LIMIT_FRACTION", DEFAULT_SESSION_LIMIT_FRACTION, minimum=0.01)
     if fraction > 1:
-        raise BridgeEnvError(f"SESSION_LIMIT_FRACTION={fraction} must be at most 1")
+        raise BridgeEnvError.of("SESSION_LIMIT_FRACTION", str(fraction), "must be at most 1")
     max_frame_bytes = int(
         _number(
             env,
@@ -401,10 +424,11 @@ def _audio_limits(env: Mapping[str, str]) -> dict[str, Any]:
     # base64 is 4 characters per 3 bytes of PCM16
     largest_append_s = max_frame_bytes * 3 / 4 / realtime.PCM_BYTES_PER_SECOND
     if burst_s < largest_append_s:
-        raise BridgeEnvError(
-            f"AUDIO_BURST_S={burst_s:g} must be at least {largest_append_s:.0f}: the audio "
-            f"one append of MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would "
-            "always be refused"
+        raise BridgeEnvError.of(
+            "AUDIO_BURST_S",
+            f"{burst_s:g}",
+            f"must be at least {largest_append_s:.0f}: the audio one append of "
+            f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused",
         )
     return {
         "session_limit_fraction": fraction,
@@ -417,11 +441,11 @@ def _access_and_protection(env: Mapping[str, str]) -> dict[str, Any]:
     """BRIDGE_TOKEN, ECS_AGENT_URI and TASK_PROTECTION_MINUTES (within the ECS agent's range)."""
     token = env.get("BRIDGE_TOKEN")
     if token is not None and (problem := token_problem(token)):
-        raise BridgeEnvError(f"BRIDGE_TOKEN (its value is not shown) {problem}")
+        raise BridgeEnvError.of("BRIDGE_TOKEN", None, problem)
     agent_uri = env.get("ECS_AGENT_URI", "").strip() or None
     if agent_uri is not None and not agent_uri.startswith("http://"):
-        raise BridgeEnvError(
-            f"ECS_AGENT_URI={agent_uri!r} must be an http:// URL (the ECS agent sets it)"
+        raise BridgeEnvError.of(
+            "ECS_AGENT_URI", repr(agent_uri), "must be an http:// URL (the ECS agent sets it)"
         )
     low, high = TASK_PROTECTION_MINUTES_RANGE
     protection_minutes = int(
@@ -434,9 +458,10 @@ def _access_and_protection(env: Mapping[str, str]) -> dict[str, Any]:
         )
     )
     if protection_minutes > high:
-        raise BridgeEnvError(
-            f"TASK_PROTECTION_MINUTES={protection_minutes} must be at most "
-            f"{high} (the ECS agent's limit on ExpiresInMinutes)"
+        raise BridgeEnvError.of(
+            "TASK_PROTECTION_MINUTES",
+            str(protection_minutes),
+            f"must be at most {high} (the ECS agent's limit on ExpiresInMinutes)",
         )
     return {
         "bridge_token": token,
@@ -466,21 +491,6 @@ def _bridge_settings(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any
     drain_s = _number(env, "DRAIN_S", DEFAULT_DRAIN_S, minimum=0)
     upstream_stall_s = _number(env, "UPSTREAM_STALL_S", DEFAULT_UPSTREAM_STALL_S, minimum=0.1)
     delay = _transcription_delay(env)
-    overhead = stream_overhead_tokens(DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay)
-    max_model_len = env.get("MAX_MODEL_LEN") or env.get("SM_VLLM_MAX_MODEL_LEN")
-    context_tokens = (
-        int(
-            _number(
-                {"MAX_MODEL_LEN": max_model_len},
-                "MAX_MODEL_LEN",
-                0,
-                minimum=overhead + 1,
-                integer=True,
-            )
-        )
-        if max_model_len
-        else None
-    )
     return {
         "port": port,
         "vllm_port": vllm_port,
@@ -491,7 +501,7 @@ def _bridge_settings(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any
         "drain_s": drain_s,
         "upstream_stall_s": upstream_stall_s,
         "transcription_delay_ms": delay,
-        "max_model_len": context_tokens,
+        "max_model_len": _context_tokens(env, delay),
         "tokens_per_audio_second": _number(
             env, "TOKENS_PER_AUDIO_SECOND", DEFAULT_TOKENS_PER_AUDIO_SECOND, minimum=0.01
         ),
@@ -503,6 +513,27 @@ def _bridge_settings(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any
             env, "TASK_PROTECTION_GRACE_S", DEFAULT_TASK_PROTECTION_GRACE_S, minimum=0
         ),
     }
+
+
+def _context_tokens(env: Mapping[str, str], delay: int | None) -> int | None:
+    """MAX_MODEL_LEN, else SM_VLLM_MAX_MODEL_LEN (named as the one that holds the value): more
+    than the stream format's tokens at the transcription delay, or every session would end at its
+    start; None when both are unset."""
+    name = "MAX_MODEL_LEN" if env.get("MAX_MODEL_LEN", "").strip() else "SM_VLLM_MAX_MODEL_LEN"
+    if not env.get(name, "").strip():
+        return None
+    tokens = int(_number(env, name, 0, minimum=1, integer=True))
+    shown_delay = DEFAULT_TRANSCRIPTION_DELAY_MS if delay is None else delay
+    overhead = stream_overhead_tokens(shown_delay)
+    if tokens <= overhead:
+        raise BridgeEnvError.of(
+            name,
+            repr(env[name].strip()),
+            f"must be at least {overhead + 1}: a session's prompt and final padding take "
+            f"{overhead} tokens at a {shown_delay} ms transcription delay, and the audio needs "
+            "the rest (12.5 tokens per second)",
+        )
+    return tokens
 
 
 def _vllm_flags(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any]:
@@ -524,8 +555,8 @@ def _vllm_flags(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any]:
 
 
 def _names_and_places(env: Mapping[str, str]) -> dict[str, Any]:
-    """The settings read as text, unchecked: metric dimensions, where the weights, the bridge and
-    vLLM are, the served model name, the offline switch and the log level."""
+    """The settings read as text: metric dimensions, where the weights, the bridge and vLLM are,
+    the served model name and the offline switch, unchecked, and the log level."""
     return {
         "metrics_namespace": env.get("METRICS_NAMESPACE", DEFAULT_METRICS_NAMESPACE),
         "model_s3_uri": env.get("MODEL_S3_URI", "").strip() or None,
@@ -541,8 +572,20 @@ def _names_and_places(env: Mapping[str, str]) -> dict[str, Any]:
             or env.get("SM_VLLM_MODEL", "").strip()
             or None
         ),
-        "log_level": env.get("LOG_LEVEL", DEFAULT_LOG_LEVEL),
+        "log_level": _log_level(env),
     }
+
+
+def _log_level(env: Mapping[str, str]) -> str:
+    """LOG_LEVEL in capitals: one of LOG_LEVELS (default INFO when unset or empty)."""
+    raw = env.get("LOG_LEVEL", "").strip()
+    if not raw:
+        return DEFAULT_LOG_LEVEL
+    if raw.upper() not in LOG_LEVELS:
+        raise BridgeEnvError.of(
+            "LOG_LEVEL", repr(raw), f"must be one of {', '.join(LOG_LEVELS)} (in any case)"
+        )
+    return raw.upper()
 
 
 def _text(value: Any) -> str:
@@ -564,9 +607,9 @@ def _number(
         value = int(raw) if integer else float(raw)
     except ValueError:
         kind = "an integer" if integer else "a number"
-        raise BridgeEnvError(f"{name}={raw!r} is not {kind}") from None
+        raise BridgeEnvError.of(name, repr(raw), f"is not {kind}") from None
     if value < minimum:
-        raise BridgeEnvError(f"{name}={raw!r} must be at least {minimum}")
+        raise BridgeEnvError.of(name, repr(raw), f"must be at least {minimum}")
     return value
 
 
@@ -588,10 +631,11 @@ def _transcription_delay(env: Mapping[str, str]) -> int | None:
     except ValueError:
         delay = None
     if delay not in TRANSCRIPTION_DELAYS_MS:
-        raise BridgeEnvError(
-            f"TRANSCRIPTION_DELAY_MS={raw!r} must be a multiple of 80 from 80 to 1200, or 2400 "
-            "(ms: the delays the Voxtral Realtime model card allows), or unset for the "
-            "checkpoint's own"
+        raise BridgeEnvError.of(
+            "TRANSCRIPTION_DELAY_MS",
+            repr(raw),
+            "must be a multiple of 80 from 80 to 1200, or 2400 (ms: the delays the Voxtral "
+            "Realtime model card allows), or unset for the checkpoint's own",
         )
     return delay
 

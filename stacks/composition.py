@@ -7,9 +7,9 @@ module.
   :class:`ArtifactRefs`.
 - SageMaker endpoints (Voxtral and Sonic): :func:`execution_role`, :func:`monitored_endpoint`.
 - Voxtral on either target: :func:`stream_cap_warning`, :func:`model_weights`,
-  :func:`bridge_environment` (and the SageMaker Model's :func:`container_environment`),
-  :func:`pool_environment`, :func:`voxtral_tracking`; each reads the settings' capacity plan
-  (:attr:`~config.settings.Settings.capacity_plan`), worked out once when they loaded.
+  :func:`voxtral_tracking`; each reads the settings' capacity plan
+  (:attr:`~config.settings.Settings.capacity_plan`), worked out once when they loaded. The bridge
+  container's environment comes from :mod:`config.bridge`, which checks it with the settings.
 - ECS services (Voxtral and Sonic): :func:`shared_service_props`, :func:`service_dashboard`,
   :func:`ecs_vpc`.
 
@@ -20,7 +20,6 @@ unchanged.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,7 +40,6 @@ from aws_cdk import (
 from constructs import Construct, IDependable
 
 from config.capacity_plan import CapacityPlan
-from config.models import BRIDGE_DRAIN_S
 from config.settings import EndpointSettings, Settings, VoxtralSettings
 from constructs_lib.artifacts.model_staging import ModelStaging, ModelStagingProps
 from constructs_lib.ecs_service.service import GpuEcsService
@@ -54,7 +52,6 @@ from constructs_lib.sagemaker_endpoint.monitored_endpoint import (
 )
 from constructs_lib.sagemaker_endpoint.props import (
     LOG_RETENTION,
-    VARIANT_NAME,
     ImageContainer,
     ModelPackageContainer,
     RealtimeEndpointProps,
@@ -62,7 +59,6 @@ from constructs_lib.sagemaker_endpoint.props import (
     normalise_s3_prefix,
 )
 from constructs_lib.sagemaker_endpoint.scaling_props import InstanceScaling, TargetTracking
-from contracts.bridge_env import BridgeEnvironment
 from contracts.model import S3Prefix
 
 if TYPE_CHECKING:
@@ -242,16 +238,6 @@ def monitored_endpoint(
 
 # --- Voxtral on either target -------------------------------------------------------------------
 
-#: vLLM's compilation config for Voxtral Realtime (model card's serving command): piecewise CUDA
-#: graphs.
-COMPILATION_CONFIG = {"cudagraph_mode": "PIECEWISE"}
-#: vLLM --mm-processor-cache-gb, GiB. vLLM 0.31.0's default is 4, held once by the API server
-#: process and once by the engine core (vllm/config/multimodal.py: "duplicated for each API process
-#: and engine core process"): up to 8 GiB of host memory on the default ml.g6.xlarge, which has 16
-#: GiB. A live stream's audio is new at every append, so the cache saves little here; 1 GiB each
-#: bounds it. Unconfirmed on a GPU until bench/capacity_bench.py runs there.
-MM_PROCESSOR_CACHE_GB = 1
-
 
 def stream_cap_warning(stack: Stack, plan: CapacityPlan) -> None:
     """Print (cdk synth) a warning when an explicit max_num_seqs is above the GPU's estimated
@@ -327,85 +313,6 @@ def voxtral_tracking(settings: Settings) -> TargetTracking:
         metric=metrics.metric_active_streams_per_instance(),
         target_value=plan.streams_target,
     )
-
-
-def pool_environment(settings: Settings) -> dict[str, dict[str, str]]:
-    """``{instance type: the variables that differ}`` for each instance pool after the first whose
-    container environment differs from the first pool's (its stream cap in the capacity plan): those
-    pools run a Model of their own (InstancePool ModelNameOverride), so every GPU runs at its own
-    cap."""
-    pools = list(dict.fromkeys(settings.voxtral.instance_pools))
-    if not pools:
-        return {}
-    first = container_environment(settings, pools[0])
-    result = {}
-    for instance_type in pools[1:]:
-        env = container_environment(settings, instance_type)
-        changed = {key: value for key, value in env.items() if first.get(key) != value}
-        if changed:
-            result[instance_type] = changed
-    return result
-
-
-def bridge_environment(settings: Settings, instance_type: str | None = None) -> BridgeEnvironment:
-    """The bridge container's environment on ``instance_type`` (default: the first type the
-    service may run), on either target: vLLM's flags, the metrics' namespace, the offline switch
-    and the KV-cache check. Where the container runs adds the rest (:func:`container_environment`
-    on SageMaker; on ECS the service construct).
-
-    ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's
-    entrypoint); the rest configures the bridge (services/bridge/README.md). No secrets. The stream
-    cap (vLLM ``--max-num-seqs``, the bridge's MAX_STREAMS by default) is that instance type's own.
-    """
-    voxtral = settings.voxtral
-    planned = (
-        settings.capacity_plan.of(instance_type)
-        if instance_type is not None
-        else settings.capacity_plan.first
-    )
-    fitted = planned.capacity
-    return BridgeEnvironment(
-        vllm_model="/opt/ml/model",
-        vllm_served_model_name=voxtral.model_id,
-        vllm_max_model_len=voxtral.max_model_len,
-        vllm_max_num_seqs=planned.stream_cap,
-        vllm_gpu_memory_utilization=voxtral.gpu_memory_utilization,
-        vllm_compilation_config=json.dumps(COMPILATION_CONFIG),
-        vllm_mm_processor_cache_gb=MM_PROCESSOR_CACHE_GB,
-        # The checkpoint is in Mistral's format (params.json, tekken.json,
-        # consolidated.safetensors).
-        vllm_tokenizer_mode="mistral",
-        vllm_config_format="mistral",
-        vllm_load_format="mistral",
-        metrics_namespace=voxtral.namespace,
-        # The Model runs with network isolation: nothing in the image may try the internet. The
-        # weights are local (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's
-        # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
-        # need no network: EMF lines on stdout, which SageMaker ships to the endpoint's log group.
-        offline=True,
-        # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is
-        # unchanged.
-        vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
-        # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
-        # patched copy (services/bridge/entrypoint.py). Left out when unset: no Model changes.
-        transcription_delay_ms=voxtral.transcription_delay_ms,
-        # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge
-        # divides vLLM's reported num_gpu_blocks by it and lowers its stream cap when vLLM holds
-        # fewer streams than MAX_STREAMS.
-        kv_blocks_per_stream=fitted.stream_blocks if fitted is not None else None,
-    )
-
-
-def container_environment(settings: Settings, instance_type: str | None = None) -> dict[str, str]:
-    """Environment of the SageMaker Model's bridge container on ``instance_type``:
-    :func:`bridge_environment`, the endpoint and variant its metrics are named by, and its drain
-    after SIGTERM (the scale-in cooldown is longer)."""
-    return dataclasses.replace(
-        bridge_environment(settings, instance_type),
-        endpoint_name=settings.voxtral.endpoint_name,
-        variant_name=VARIANT_NAME,
-        drain_s=BRIDGE_DRAIN_S,
-    ).to_env()
 
 
 # --- ECS services -------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from aws_cdk import (
 )
 from constructs import Construct
 
+from config.bridge import bridge_environment
 from config.models import BRIDGE_DRAIN_S
 from config.settings import Settings
 from constructs_lib.ecs_service.bridge_service import GpuEcsServiceWithBridge
@@ -25,7 +26,6 @@ from constructs_lib.facts.names import repository_arn_from_image_uri
 from stacks.composition import (
     ArtifactRefs,
     Foundation,
-    bridge_environment,
     model_weights,
     service_dashboard,
     shared_service_props,

@@ -7,6 +7,7 @@ from typing import Any
 from aws_cdk import Annotations, Fn, Stack, aws_sns as sns
 from constructs import Construct
 
+from config.bridge import container_environment, pool_environment
 from config.settings import Settings
 from constructs_lib.facts.cuda_compat import Verdict
 from constructs_lib.facts.names import repository_arn_from_image_uri
@@ -15,11 +16,9 @@ from constructs_lib.sagemaker_endpoint.props import INVOKE, INVOKE_BIDIRECTIONAL
 from stacks.composition import (
     ArtifactRefs,
     Foundation,
-    container_environment,
     execution_role,
     model_weights,
     monitored_endpoint,
-    pool_environment,
     stream_cap_warning,
     voxtral_tracking,
 )

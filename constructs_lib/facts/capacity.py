@@ -311,7 +311,7 @@ VLLM_MAX_CONCURRENT_BATCHES = 2
 STREAM_TOKENS_IN_FLIGHT = 64
 #: Memory outside torch's allocator (CUDA context, cuBLAS workspaces, NCCL): an estimate.
 NON_TORCH_BYTES = 512 * MiB
-#: CUDA-graph pool of the PIECEWISE capture sizes (stacks/voxtral_stack.py COMPILATION_CONFIG): an
+#: CUDA-graph pool of the PIECEWISE capture sizes (config/bridge.py COMPILATION_CONFIG): an
 #: estimate.
 CUDA_GRAPH_BYTES = 512 * MiB
 #: Peak activations of ``profile_run`` per batched token (decoder and the encoder's 4 frames per

@@ -11,7 +11,7 @@ import os
 import signal
 import sys
 
-from contracts.bridge_env import DEFAULT_LOG_LEVEL, BridgeEnvError, BridgeEnvironment
+from contracts.bridge_env import DEFAULT_LOG_LEVEL, BridgeEnvError, BridgeEnvironment, need
 
 from . import env_secrets
 from .server import Bridge
@@ -75,14 +75,12 @@ def main() -> int:
     """Entry point; returns the process exit code (2 for a bad setting)."""
     # started with BRIDGE_TOKEN in its environment: run again without it
     env_secrets.reexec_without_secrets()
+    # At the default level until LOG_LEVEL is read and checked with the rest.
     logging.basicConfig(
-        level=os.environ.get(BridgeEnvironment.variable("log_level"), DEFAULT_LOG_LEVEL).upper(),
+        level=DEFAULT_LOG_LEVEL,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    # websockets logs every accepted or rejected connection (each /ping) at INFO: keep its warnings
-    # only.
-    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     return_large_buffers_to_the_os()
     try:
         env = dict(os.environ)
@@ -96,6 +94,10 @@ def main() -> int:
     except (BridgeEnvError, env_secrets.SecretsError) as exc:
         logging.getLogger("bridge").error("bad setting: %s", exc)
         return 2
+    logging.getLogger().setLevel(need(settings.log_level))
+    # websockets logs every accepted or rejected connection (each /ping) at INFO: keep its warnings
+    # only.
+    logging.getLogger("websockets").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         import uvloop  # a faster event loop (libuv): less CPU per relayed frame
     except ImportError:

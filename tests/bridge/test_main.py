@@ -91,3 +91,30 @@ def test_a_bridge_started_with_its_token_in_the_environment_runs_without_it_and_
     finally:
         process.terminate()
         process.wait(10)
+
+
+def test_a_bad_log_level_ends_the_bridge_with_the_contracts_message_and_exit_2():
+    """LOG_LEVEL is checked with the other settings: a bad one is a bad setting (exit 2, one line
+    naming it and what is allowed), not a traceback from the logging module."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    environment = {**os.environ, "PYTHONPATH": str(root), "LOG_LEVEL": "loud"}
+    environment.pop("BRIDGE_TOKEN", None)
+    done = subprocess.run(
+        [sys.executable, "-m", "bridge"],
+        cwd=root / "services",
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().endswith(
+        "ERROR bridge: bad setting: LOG_LEVEL='loud' must be one of DEBUG, INFO, WARNING, "
+        "ERROR, CRITICAL (in any case)"
+    )

@@ -18,9 +18,9 @@ from bridge.metrics import BridgeMetrics
 def isolated(monkeypatch):
     """The Voxtral container's environment as the stack sets it, and every outbound connection
     refused, as network isolation does (any attempt fails the test through the recorded list)."""
+    from config.bridge import container_environment
     from config.settings import default_context, load_settings
     from contracts.bridge_env import OFFLINE_ENVIRONMENT
-    from stacks.composition import container_environment
 
     environment = container_environment(load_settings(default_context()))
     assert {k: environment[k] for k in OFFLINE_ENVIRONMENT} == OFFLINE_ENVIRONMENT

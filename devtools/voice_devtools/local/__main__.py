@@ -258,13 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         "VOICECTL_LOCAL_SECRET_ACCESS_KEY": secret,
     }
     bridge_path = os.pathsep.join(filter(None, [str(REPOSITORY), base_env.get("PYTHONPATH")]))
-    bridge_settings = BridgeEnvironment(
-        host="127.0.0.1", port=args.bridge_port, vllm_port=args.vllm_port, drain_s=0
-    )
-    bridge_env = {**base_env, "PYTHONPATH": bridge_path, **bridge_settings.to_env()}
+    bridge_env = {**base_env, "PYTHONPATH": bridge_path, **bridge_settings(args).to_env()}
     python = sys.executable
     parts = [
-        vllm_part(args, state, base_env, bridge_env),
+        vllm_part(args, state, base_env),
         Part("bridge", args.bridge_port, [python, "-m", "bridge"], services, bridge_env),
         Part(
             "Sonic stand-in",
@@ -279,6 +276,22 @@ def main(argv: list[str] | None = None) -> int:
         parts += agent_parts(args, state, base_env, key_id, secret)
     (state / "env.sh").unlink(missing_ok=True)
     return supervise(parts, state, args)
+
+
+def bridge_settings(args: argparse.Namespace) -> BridgeEnvironment:
+    """The bridge's environment: on 127.0.0.1 at the chosen ports, no drain; with vLLM's real
+    server, its context (as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a generation
+    that outgrows vLLM's max_model_len while audio streams in kills its engine) and the
+    transcription delay, whose tokens the bridge counts in its session limit."""
+    real = args.vllm == "real"
+    return BridgeEnvironment(
+        host="127.0.0.1",
+        port=args.bridge_port,
+        vllm_port=args.vllm_port,
+        drain_s=0,
+        max_model_len=real_vllm.MAX_MODEL_LEN if real else None,
+        transcription_delay_ms=args.transcription_delay_ms if real else None,
+    )
 
 
 def preflight_problem(args: argparse.Namespace, services: Path) -> str | None:
@@ -310,11 +323,9 @@ def preflight_problem(args: argparse.Namespace, services: Path) -> str | None:
     return None
 
 
-def vllm_part(
-    args: argparse.Namespace, state: Path, base_env: dict[str, str], bridge_env: dict[str, str]
-) -> Part:
-    """The fake vLLM, or vLLM's real server on a tiny checkpoint it writes into ``state`` (and the
-    bridge's settings for it, in ``bridge_env``)."""
+def vllm_part(args: argparse.Namespace, state: Path, base_env: dict[str, str]) -> Part:
+    """The fake vLLM, or vLLM's real server on a tiny checkpoint it writes into ``state`` (the
+    bridge's settings for it: :func:`bridge_settings`)."""
     if args.vllm != "real":
         return Part(
             "fake vLLM",
@@ -335,15 +346,11 @@ def vllm_part(
         file=sys.stderr,
     )
     model_dir = real_vllm.write_checkpoint(state / "Voxtral-Mini-4B-Realtime-2602-tiny")
-    # The bridge's session limit, as a deployment's bridge gets it from SM_VLLM_MAX_MODEL_LEN: a
-    # generation that outgrows vLLM's max_model_len while audio streams in kills its engine.
-    bridge_env["MAX_MODEL_LEN"] = str(real_vllm.MAX_MODEL_LEN)
     tokenizer, delay = None, args.transcription_delay_ms
     if delay is not None:
         # As the image's entrypoint does: vLLM reads the delay from tekken.json, so it gets a
-        # patched copy, and the bridge counts the delay's tokens in its session limit.
+        # patched copy.
         tokenizer = real_vllm.write_tokenizer(model_dir, delay, state / f"tokenizer-{delay}ms")
-        bridge_env["TRANSCRIPTION_DELAY_MS"] = str(delay)
     return Part(
         "vLLM",
         args.vllm_port,

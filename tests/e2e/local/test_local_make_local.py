@@ -250,6 +250,25 @@ def test_the_real_vllm_serves_a_delayed_copy_of_the_checkpoints_tokenizer(tmp_pa
     assert "--tokenizer" not in real_vllm.command(model, 18081)
 
 
+def test_the_bridges_settings_are_the_contracts_with_the_real_vllms_context_and_delay():
+    """make local writes the bridge's environment through the contract only: with vLLM's real
+    server, its context and the delay asked for; with the fake, neither."""
+    from voice_devtools.local import real_vllm
+    from voice_devtools.local.__main__ import bridge_settings, parse_args
+
+    real = bridge_settings(parse_args(["--vllm", "real", "--transcription-delay-ms", "160"]))
+    assert real.to_env() == {
+        "TRANSCRIPTION_DELAY_MS": "160",
+        "BRIDGE_HOST": "127.0.0.1",
+        "BRIDGE_PORT": "8080",
+        "VLLM_PORT": "8081",
+        "MAX_MODEL_LEN": str(real_vllm.MAX_MODEL_LEN),
+        "DRAIN_S": "0",
+    }
+    fake = bridge_settings(parse_args([]))
+    assert (fake.max_model_len, fake.transcription_delay_ms, fake.port) == (None, None, 8080)
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [

@@ -35,7 +35,7 @@ def test_max_num_seqs_auto_resolves_per_instance_type_and_reaches_the_bridge_sca
 
 def test_fp8_kv_cache_reaches_vllm_and_doubles_the_kv_bound_on_hopper():
     from bridge.entrypoint import vllm_flags
-    from stacks.composition import container_environment
+    from config.bridge import container_environment
 
     context = {**cdk_json_context(), "voxtral.instance_type": "ml.p5.4xlarge"}
     auto = load_settings(context)
@@ -115,7 +115,7 @@ def test_the_warning_on_sagemaker_names_the_instance_type():
 
 
 def test_an_l4_and_an_l40s_pool_get_a_model_and_a_cap_each():
-    from stacks.composition import container_environment, pool_environment
+    from config.bridge import container_environment, pool_environment
 
     context = {
         **cdk_json_context(),
@@ -212,12 +212,9 @@ def test_a_gpu_that_holds_no_stream_still_gets_a_cap_of_one():
 def test_loading_works_the_plan_out_once_and_its_readers_do_not_run_the_model_again(monkeypatch):
     """The stacks' environment, scaling and alarms, and ``voicectl cost``, read the one plan the
     settings carry: after loading, the capacity model is not run again."""
+    from config.bridge import bridge_environment, pool_environment
     from constructs_lib.facts import capacity
-    from stacks.composition import (
-        bridge_environment,
-        pool_environment,
-        voxtral_tracking,
-    )
+    from stacks.composition import voxtral_tracking
     from voicectl.operations.cost import endpoint_costs
     from voicectl.operations.pricing import HostingPrice
 

@@ -284,7 +284,7 @@ def test_a_delay_whose_first_delta_comes_after_the_alarm_threshold_is_refused():
 
 
 def test_the_delay_reaches_the_bridge_on_both_targets_only_when_set():
-    from stacks.composition import container_environment
+    from config.bridge import container_environment
 
     context = cdk_json_context()
     for target in ("sagemaker", "ecs"):

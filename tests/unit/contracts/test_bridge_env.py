@@ -40,8 +40,12 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
         ({"IDLE_TIMEOUT_S": "soon"}, "IDLE_TIMEOUT_S='soon' is not a number"),
         ({"MAX_FRAME_BYTES": "1024"}, "MAX_FRAME_BYTES='1024' must be at least 4194304"),
         ({"SESSION_LIMIT_FRACTION": "1.5"}, "SESSION_LIMIT_FRACTION=1.5 must be at most 1"),
-        # The context falls back to vLLM's flag and is named as the bridge's setting, as it was.
-        ({"SM_VLLM_MAX_MODEL_LEN": "32k"}, "MAX_MODEL_LEN='32k' is not an integer"),
+        # The context falls back to vLLM's flag, and is named by the variable that holds it.
+        ({"SM_VLLM_MAX_MODEL_LEN": "32k"}, "SM_VLLM_MAX_MODEL_LEN='32k' is not an integer"),
+        (
+            {"SM_VLLM_MAX_MODEL_LEN": "45000", "MAX_MODEL_LEN": "32k"},
+            "MAX_MODEL_LEN='32k' is not an integer",
+        ),
         # vLLM's numeric flags are numbers: refused at the start, not by vLLM's parser later.
         (
             {"SM_VLLM_GPU_MEMORY_UTILIZATION": "most"},
@@ -201,6 +205,39 @@ def test_exactly_the_model_cards_delays_are_accepted_and_max_model_len_must_exce
     assert accepted == allowed
     with pytest.raises(BridgeEnvError) as info:
         BridgeEnvironment.from_env({"MAX_MODEL_LEN": "73", "TRANSCRIPTION_DELAY_MS": "2400"})
-    assert str(info.value) == "MAX_MODEL_LEN='73' must be at least 74"
+    assert str(info.value) == (
+        "MAX_MODEL_LEN='73' must be at least 74: a session's prompt and final padding take 73 "
+        "tokens at a 2400 ms transcription delay, and the audio needs the rest (12.5 tokens per "
+        "second)"
+    )
+    with pytest.raises(BridgeEnvError) as info:
+        BridgeEnvironment.from_env({"SM_VLLM_MAX_MODEL_LEN": "10"})
+    assert (info.value.variable, info.value.rule) == (
+        "SM_VLLM_MAX_MODEL_LEN",
+        "must be at least 50: a session's prompt and final padding take 49 tokens at a 480 ms "
+        "transcription delay, and the audio needs the rest (12.5 tokens per second)",
+    )
     shortest = BridgeEnvironment.from_env({"MAX_MODEL_LEN": "74", "TRANSCRIPTION_DELAY_MS": "2400"})
     assert shortest.max_model_len == 74
+
+
+@pytest.mark.parametrize(
+    ("raw", "level"),
+    [("debug", "DEBUG"), (" Warning ", "WARNING"), ("", "INFO"), ("ERROR", "ERROR")],
+)
+def test_the_log_level_is_read_in_capitals(raw, level):
+    assert BridgeEnvironment.from_env({"LOG_LEVEL": raw}).log_level == level
+
+
+@pytest.mark.parametrize("raw", ["loud", "WARN", "10", "info,debug"])
+def test_a_log_level_that_is_not_a_level_name_is_refused_with_the_names(raw):
+    with pytest.raises(BridgeEnvError) as info:
+        BridgeEnvironment.from_env({"LOG_LEVEL": raw})
+    assert str(info.value) == (
+        f"LOG_LEVEL={raw.strip()!r} must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL "
+        "(in any case)"
+    )
+    assert (info.value.variable, info.value.rule) == (
+        "LOG_LEVEL",
+        "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (in any case)",
+    )
