@@ -8,9 +8,24 @@ import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from aws_cdk import App, Validations
+#: The oldest Python the app runs on (pyproject.toml requires-python; .python-version).
+MIN_PYTHON = (3, 12)
+#: What to do when ``python3`` (cdk.json's "app") is not the project's environment.
+USE_THE_VENV = (
+    "run `make synth` (or `make deploy`), or activate the project's environment first "
+    "(`. .venv/bin/activate`, made by `make deps`) and run `npx cdk` again"
+)
+if sys.version_info < MIN_PYTHON:
+    sys.exit(
+        f"app.py: needs Python {'.'.join(map(str, MIN_PYTHON))}+, but {sys.executable} is "
+        f"{sys.version.split()[0]}: {USE_THE_VENV}"
+    )
+try:
+    from aws_cdk import App, Validations
 
-from config.settings import Settings, SettingsError, load_settings
+    from config.settings import Settings, SettingsError, load_settings
+except ModuleNotFoundError as missing:
+    sys.exit(f"app.py: {sys.executable} cannot import {missing.name}: {USE_THE_VENV}")
 
 if TYPE_CHECKING:
     from stacks import VoiceApp

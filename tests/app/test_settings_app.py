@@ -47,6 +47,28 @@ def test_app_exits_with_the_message_before_building_anything(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+def test_app_run_by_a_python_without_the_project_says_how_to_run_it(tmp_path):
+    """``npx cdk`` runs cdk.json's ``python3 app.py``: a python3 without the project's environment
+    (here: site-packages off) gets one line saying what to do, not an ImportError traceback."""
+    result = subprocess.run(
+        [sys.executable, "-S", "app.py"], cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 1
+    assert result.stderr == (
+        f"app.py: {sys.executable} cannot import aws_cdk: run `make synth` (or `make deploy`), or "
+        "activate the project's environment first (`. .venv/bin/activate`, made by `make deps`) "
+        "and run `npx cdk` again\n"
+    )
+
+
+def test_a_bridge_setting_the_container_would_refuse_stops_synth_with_its_key(tmp_path):
+    """The bridge's contract is checked with the settings: its rule under the key, no traceback."""
+    result = run_app(json.dumps({**cdk_json_context(), "voxtral.max_model_len": 10}), tmp_path)
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    assert "  - voxtral.max_model_len=10: must be at least 50: " in result.stderr
+
+
 def test_app_exits_with_the_network_message_before_building_anything(tmp_path):
     result = run_app(json.dumps({"network.max_azs": 3}), tmp_path)
     assert result.returncode == 1

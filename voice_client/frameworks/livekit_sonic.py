@@ -18,8 +18,13 @@ from __future__ import annotations
 
 import uuid
 
-from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError, tts
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+from voice_client.frameworks.extras import framework_missing
+
+try:
+    from livekit.agents import APIConnectionError, APIConnectOptions, APIStatusError, tts
+    from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS
+except ModuleNotFoundError as missing:  # the 'livekit' extra is not installed
+    raise framework_missing(missing, "livekit") from None
 
 from voice_client.frameworks.sonic_stream import (
     DEFAULT_VOICE_LANGUAGE,

@@ -19,9 +19,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from livekit.agents import APIConnectionError, APIConnectOptions, stt
-from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
-from livekit.agents.utils import AudioBuffer
+from voice_client.frameworks.extras import framework_missing
+
+try:
+    from livekit.agents import APIConnectionError, APIConnectOptions, stt
+    from livekit.agents.types import DEFAULT_API_CONNECT_OPTIONS, NOT_GIVEN, NotGivenOr
+    from livekit.agents.utils import AudioBuffer
+except ModuleNotFoundError as missing:  # the 'livekit' extra is not installed
+    raise framework_missing(missing, "livekit") from None
 
 from voice_client.audio import TARGET_SAMPLE_RATE_HZ
 from voice_client.errors import UsageError

@@ -19,16 +19,21 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from pipecat.frames.frames import (
-    CancelFrame,
-    EndFrame,
-    ErrorFrame,
-    Frame,
-    StartFrame,
-    TTSAudioRawFrame,
-)
-from pipecat.services.settings import TTSSettings
-from pipecat.services.tts_service import TTSService
+from voice_client.frameworks.extras import framework_missing
+
+try:
+    from pipecat.frames.frames import (
+        CancelFrame,
+        EndFrame,
+        ErrorFrame,
+        Frame,
+        StartFrame,
+        TTSAudioRawFrame,
+    )
+    from pipecat.services.settings import TTSSettings
+    from pipecat.services.tts_service import TTSService
+except ModuleNotFoundError as missing:  # the 'pipecat' extra is not installed
+    raise framework_missing(missing, "pipecat") from None
 
 from voice_client.errors import UsageError
 from voice_client.frameworks.sonic_stream import (

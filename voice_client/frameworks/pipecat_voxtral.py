@@ -21,21 +21,26 @@ import contextlib
 from collections.abc import AsyncGenerator
 from typing import Any
 
-from pipecat.audio.utils import create_stream_resampler
-from pipecat.frames.frames import (
-    CancelFrame,
-    EndFrame,
-    Frame,
-    InputAudioRawFrame,
-    InterimTranscriptionFrame,
-    StartFrame,
-    TranscriptionFrame,
-    VADUserStoppedSpeakingFrame,
-)
-from pipecat.processors.frame_processor import FrameDirection
-from pipecat.services.settings import STTSettings
-from pipecat.services.stt_service import STTService
-from pipecat.utils.time import time_now_iso8601
+from voice_client.frameworks.extras import framework_missing
+
+try:
+    from pipecat.audio.utils import create_stream_resampler
+    from pipecat.frames.frames import (
+        CancelFrame,
+        EndFrame,
+        Frame,
+        InputAudioRawFrame,
+        InterimTranscriptionFrame,
+        StartFrame,
+        TranscriptionFrame,
+        VADUserStoppedSpeakingFrame,
+    )
+    from pipecat.processors.frame_processor import FrameDirection
+    from pipecat.services.settings import STTSettings
+    from pipecat.services.stt_service import STTService
+    from pipecat.utils.time import time_now_iso8601
+except ModuleNotFoundError as missing:  # the 'pipecat' extra is not installed
+    raise framework_missing(missing, "pipecat") from None
 
 from voice_client.audio import TARGET_SAMPLE_RATE_HZ
 from voice_client.errors import UsageError

@@ -14,7 +14,7 @@ import sys
 from typing import Any, TextIO
 
 from voice_client.transcribe import validate_speed
-from voicectl.commands.dev_tools import dev_tools_required
+from voicectl.commands.dev_tools import dev_tools_installed, dev_tools_required
 from voicectl.commands.transcribe import add_target_arguments, validate_target_arguments
 
 EXIT_FAILED = 1
@@ -41,12 +41,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "transcripts",
         description=DESCRIPTION,
     )
+    # Without the dev tools nothing is required: the command's one line is how to install them.
+    installed = dev_tools_installed()
     parser.add_argument(
         "file",
+        nargs=None if installed else "?",
         metavar="CALL.wav",
         help="a stereo recording: left = the customer, right = the agent",
     )
-    add_target_arguments(parser)
+    add_target_arguments(parser, required=installed)
     parser.add_argument(
         "--speed",
         type=float,
@@ -78,11 +81,12 @@ def print_segment(segment: Any, out: TextIO) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Entry point of ``voicectl connect-replay``: 0 when the call ended well, 1 when it failed."""
+    with dev_tools_required():
+        from voice_devtools import connect_replay
+
     target = validate_target_arguments(args)
     if args.speed:
         validate_speed(args.speed)
-    with dev_tools_required():
-        from voice_devtools import connect_replay
 
     connect_replay.check_quiet_s(args.quiet_s)
     customer, agent = connect_replay.load_call(args.file)

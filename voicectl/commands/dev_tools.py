@@ -6,6 +6,7 @@ install them when they are missing."""
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Iterator
 
 from voice_client.errors import UsageError
@@ -32,3 +33,10 @@ def dev_tools_required() -> Iterator[None]:
         if missing != DEV_TOOLS_PACKAGE and not missing.startswith(DEV_TOOLS_PACKAGE + "."):
             raise
         raise UsageError(INSTALL_HINT) from error
+
+
+def dev_tools_installed() -> bool:
+    """Whether :mod:`voice_devtools` can be imported. Without it a dev-tool command's parser
+    requires none of its arguments, so that the command's first word is the install hint, not a
+    missing option."""
+    return importlib.util.find_spec(DEV_TOOLS_PACKAGE) is not None

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from voicectl.commands.dev_tools import dev_tools_required
+from voicectl.commands.dev_tools import dev_tools_installed, dev_tools_required
 
 if TYPE_CHECKING:
     from voice_devtools.local.local_runtime import PreparedRuntime
@@ -50,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--endpoint",
         action="append",
-        required=True,
+        required=dev_tools_installed(),
         metavar="NAME[/VARIANT]=URL",
         help="an endpoint (ProductionVariant, default AllTraffic) and its container: "
         "ws://HOST:PORT for a bidirectional streaming container (the bridge), http://HOST:PORT "

@@ -96,9 +96,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def add_target_arguments(parser: argparse.ArgumentParser) -> None:
-    """Arguments shared by ``transcribe`` and ``mic``: where to send the audio and how."""
-    target = parser.add_mutually_exclusive_group(required=True)
+def add_target_arguments(parser: argparse.ArgumentParser, *, required: bool = True) -> None:
+    """Arguments shared by ``transcribe``, ``mic`` and ``connect-replay``: where to send the audio
+    and how (one target ``required`` unless a command checks something else first)."""
+    target = parser.add_mutually_exclusive_group(required=required)
     target.add_argument(
         "--endpoint", metavar="NAME", help="SageMaker endpoint name (the Voxtral endpoint)"
     )

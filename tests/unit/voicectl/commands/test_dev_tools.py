@@ -26,6 +26,9 @@ def no_dev_tools(monkeypatch):
     [
         ["local-runtime", "--endpoint", "voxtral-realtime=ws://127.0.0.1:8080"],
         ["connect-replay", "call.wav", "--url", "ws://127.0.0.1:8080/x"],
+        # bare: the hint comes first, not a required option's error
+        ["local-runtime"],
+        ["connect-replay"],
     ],
 )
 def test_a_dev_tool_command_without_the_dev_tools_exits_2_saying_how_to_install_them(
@@ -39,6 +42,14 @@ def test_a_dev_tool_command_without_the_dev_tools_exits_2_saying_how_to_install_
         "installed: install them from a clone of the repository (`pip install -e devtools`, or "
         "`make deps`)\n"
     )
+
+
+def test_with_the_dev_tools_their_arguments_are_required(capsys):
+    for command in ("local-runtime", "connect-replay"):
+        with pytest.raises(SystemExit) as exited:
+            cli.main([command])
+        assert exited.value.code == 2
+        assert "the following arguments are required" in capsys.readouterr().err
 
 
 def test_their_help_needs_no_dev_tools(no_dev_tools, capsys):

@@ -1,0 +1,22 @@
+"""The frameworks are optional dependencies: an adapter imported without its framework says which
+extra to install, not only which module is missing."""
+
+from __future__ import annotations
+
+#: ``{top-level module: the extra that installs it}`` (pyproject.toml
+#: [project.optional-dependencies]).
+EXTRAS = {"pipecat": "pipecat", "livekit": "livekit"}
+
+
+def framework_missing(error: ModuleNotFoundError, extra: str) -> ModuleNotFoundError:
+    """``error`` with how to install ``extra`` when the missing module is the framework's (a
+    framework installed without one of its own dependencies is left as it is)."""
+    top = (error.name or "").split(".")[0]
+    if EXTRAS.get(top) != extra:
+        return error
+    return ModuleNotFoundError(
+        f"{error.msg}: the {extra} services need the '{extra}' extra: pip install "
+        f"'sagemaker-realtime-voice[{extra}]', or `make agents-deps` in the repository",
+        name=error.name,
+        path=error.path,
+    )
