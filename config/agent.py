@@ -48,8 +48,9 @@ class AgentSettings(Section):
     voice: str = DEFAULT_VOICE
     #: Language of the conversation (a Sonic language code such as en, de, fr-FR).
     language: str = DEFAULT_LANGUAGE
-    #: What the bot says when a session starts; empty = it waits for the caller.
-    greeting: str = "Hello! How can I help you today?"
+    #: What the bot says when a session starts; null (or empty) = it says nothing and waits for the
+    #: caller.
+    greeting: str | None = "Hello! How can I help you today?"
     #: Sessions one task takes at once; scaling holds 70 % of it per task.
     max_sessions_per_task: int = setting(default_from=AgentSizing)
     #: Longest session, seconds (60-14400); the task is protected from scale-in while one is live.

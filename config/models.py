@@ -14,6 +14,7 @@ from constructs_lib.sagemaker_endpoint.scaling_props import (
 )
 from contracts.bridge_env import (
     AUDIO_TOKEN_MS,
+    DEFAULT_DRAIN_S,
     DEFAULT_TRANSCRIPTION_DELAY_MS,
     TRANSCRIPTION_DELAYS_MS,
 )
@@ -59,11 +60,11 @@ def shown_dockerfile(container_dir: Path) -> str:
     return str(dockerfile)
 
 
-#: Seconds the bridge lets open streams run after SIGTERM (its DRAIN_S; contracts/bridge_env.py).
-#: SageMaker sends SIGKILL 30 s after SIGTERM (SageMaker container contract), so the drain must stay
-#: below 30 s. The Voxtral stack passes it to the container; a scale-in cooldown must be longer so
-#: that one drain ends before the next scale-in.
-BRIDGE_DRAIN_S = 25
+#: Seconds the bridge lets open streams run after SIGTERM: its DRAIN_S default in whole seconds
+#: (contracts/bridge_env.py, which says why 25 s: SageMaker sends SIGKILL 30 s after SIGTERM). The
+#: Voxtral stack passes it to the container; a scale-in cooldown must be longer so that one drain
+#: ends before the next scale-in.
+BRIDGE_DRAIN_S = int(DEFAULT_DRAIN_S)
 
 
 #: Milliseconds of audio in one Voxtral Realtime token, the transcription delays the model card

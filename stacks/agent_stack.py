@@ -57,7 +57,7 @@ class AgentStack(Stack):
             llm_model_id=agent.llm_model_id,
             llm_url=agent.llm_url,
             system_prompt=agent.system_prompt,
-            greeting=agent.greeting,
+            greeting=agent.greeting or "",  # AGENT_GREETING empty: no greeting
             max_sessions=sizing.max_sessions_per_task,
             max_session_s=sizing.max_session_s,
             idle_s=sizing.idle_s,

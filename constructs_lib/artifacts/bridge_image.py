@@ -39,19 +39,22 @@ CONTRACTS_DIR_NAME = "contracts"
 #: Left out of the image's build context (and so of its asset hash) wherever they are: Python's
 #: bytecode caches.
 BYTECODE_EXCLUDE = ["**/__pycache__", "**/*.pyc"]
+#: Documentation beside the code (the bridge's README): no image copies it, so an edit to it must
+#: not make a new image, and with it a new Model and an endpoint update.
+DOCS_EXCLUDE = ["**/*.md"]
 
 
 def context_exclude(container_path: str) -> list[str]:
     """The build context's exclusions (.dockerignore rules, the last match wins): everything in the
     context but the bridge's folder (``container_path``, relative to the context, ``/``-separated:
     ``bridge`` or ``services/bridge``) and :data:`CONTRACTS_DIR_NAME`, then bytecode within
-    those."""
+    those, and documentation (:data:`DOCS_EXCLUDE`)."""
     kept = [
         f"!{name}{suffix}"
         for name in (container_path, CONTRACTS_DIR_NAME)
         for suffix in ("", "/**")
     ]
-    return ["*", *kept, *BYTECODE_EXCLUDE]
+    return ["*", *kept, *BYTECODE_EXCLUDE, *DOCS_EXCLUDE]
 
 
 @dataclass(frozen=True)

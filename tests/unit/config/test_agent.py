@@ -46,3 +46,13 @@ def test_the_sizing_props_report_under_the_agents_keys():
 
 def test_a_disabled_agent_is_not_checked():
     assert load_settings({**cdk_json_context(), "agent.cpu": 1000}).agent.cpu == 1000
+
+
+@pytest.mark.parametrize("unset", ["", "null", None])
+def test_an_empty_greeting_means_none_the_agent_waits_for_the_caller(unset):
+    """docs/settings.md: "null (or empty) = it says nothing and waits for the caller"; the stack
+    writes AGENT_GREETING empty then, which the bot reads as no greeting."""
+    loaded = load_settings({**cdk_json_context(), "agent.greeting": unset})
+    assert loaded.agent.greeting is None
+    said = load_settings({**cdk_json_context(), "agent.greeting": " Hi. "})
+    assert said.agent.greeting == "Hi."

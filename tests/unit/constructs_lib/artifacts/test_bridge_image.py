@@ -120,6 +120,7 @@ def test_bytecode_beside_the_sources_leaves_the_image_and_its_tag_unchanged(tmp_
     (tmp_path / "README.md").write_text("words\n")
     (tmp_path / "services" / "other").mkdir(parents=True)  # another service beside the bridge
     (tmp_path / "services" / "other" / "main.py").write_text("ANSWER = 2\n")
+    (container / "README.md").write_text("how the bridge works\n")  # documentation: no new image
     assert tag() == clean
     (contracts / "realtime.py").write_text("PORT = 8081\n")  # a change in the contracts: new image
     assert tag() not in (clean, None)
@@ -149,9 +150,10 @@ def test_the_build_context_is_the_bridge_and_the_contracts(tmp_path):
         str(p.relative_to(ROOT))
         for folder in ("services/bridge", "contracts")
         for p in (ROOT / folder).rglob("*")
-        if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"
+        if p.is_file() and "__pycache__" not in p.parts and p.suffix not in (".pyc", ".md")
     }
     assert files == expected
+    assert "services/bridge/README.md" not in files
     assert {
         "services/bridge/Dockerfile",
         "services/bridge/server.py",
