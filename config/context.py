@@ -12,8 +12,10 @@ they are, not by the spelling of the annotation), and raises ValueError with the
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import math
 import re
 import types
 from collections.abc import Mapping
@@ -73,14 +75,17 @@ def convert(raw: Any, hint: Any) -> Any:
             return int(raw.strip())
         raise ValueError("must be a whole number")
     if hint is float:
+        number: float | None = None
         if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            return float(raw)
-        if isinstance(raw, str):
-            try:
-                return float(raw.strip())
-            except ValueError:
-                pass
-        raise ValueError("must be a number")
+            number = float(raw)
+        elif isinstance(raw, str):
+            with contextlib.suppress(ValueError):
+                number = float(raw.strip())
+        if number is None:
+            raise ValueError("must be a number")
+        if not math.isfinite(number):  # nan and inf: no setting means them
+            raise ValueError("must be a finite number")
+        return number
     if get_origin(hint) is Literal:
         allowed = get_args(hint)
         value = raw.strip() if isinstance(raw, str) else raw

@@ -26,6 +26,12 @@ from contracts.bridge_env import (
 #: the repository's history on the model hub before changing it.
 VOXTRAL_DEFAULT_REVISION = "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf"
 
+#: The longest context of Voxtral-Mini-4B-Realtime-2602, tokens: its params.json
+#: ``max_position_embeddings`` (kept in the tiny test checkpoint, tiny_voxtral.py in the dev tools).
+#: vLLM refuses a longer ``--max-model-len`` at start ("is greater than the derived max_model_len",
+#: vllm/config/model.py), so the endpoint would never become healthy. 131072 tokens: 2.9 h of audio.
+VOXTRAL_MAX_MODEL_LEN = 131072
+
 #: al2023-ami-sagemaker-inference-gpu-4-1 ships NVIDIA driver 580 / CUDA 13.0, the only
 #: InferenceAmiVersion whose driver runs the CUDA 13.0 (cu130) vLLM deep-learning container the
 #: bridge image is built on; the older ones (driver 535 / 550, CUDA 12.x) would need CUDA forward

@@ -18,6 +18,7 @@ from config.models import (
     BRIDGE_DRAIN_S,
     VOXTRAL_DEFAULT_AMI,
     VOXTRAL_DEFAULT_REVISION,
+    VOXTRAL_MAX_MODEL_LEN,
     VOXTRAL_TRANSCRIPTION_DELAYS_MS,
     bridge_base_image,
     first_delta_floor_ms,
@@ -68,7 +69,8 @@ class VoxtralSettings(EndpointSettings):
     #: A prebuilt bridge image in ECR (same Region); None = build ``services/bridge/`` as an asset
     #: (needs Docker at deploy) and copy it into the stack's repository.
     image_uri: str | None = None
-    #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h).
+    #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h); at
+    #: most 131072 for the default model (its context).
     max_model_len: int = 45000
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what
     #: the capacity model says one GPU of the instance type serves at max_model_len
@@ -236,6 +238,13 @@ class VoxtralSettings(EndpointSettings):
                 "max_model_len",
                 self.max_model_len,
                 "must be a positive whole number (tokens; 12.5 per second of audio)",
+            )
+        elif self.model_id == DEFAULT_REPO_ID and self.max_model_len > VOXTRAL_MAX_MODEL_LEN:
+            p.add(
+                "max_model_len",
+                self.max_model_len,
+                f"must be at most {VOXTRAL_MAX_MODEL_LEN}: the model's context "
+                "(max_position_embeddings); vLLM refuses a longer one at start",
             )
         if not 0.1 <= self.gpu_memory_utilization <= 0.98:
             p.add(

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -608,6 +609,8 @@ def _number(
     except ValueError:
         kind = "an integer" if integer else "a number"
         raise BridgeEnvError.of(name, repr(raw), f"is not {kind}") from None
+    if not math.isfinite(value):  # nan and inf pass every comparison below, or fail none
+        raise BridgeEnvError.of(name, repr(raw), "is not a finite number")
     if value < minimum:
         raise BridgeEnvError.of(name, repr(raw), f"must be at least {minimum}")
     return value

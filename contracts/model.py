@@ -23,6 +23,9 @@ PINNED_REVISION_RE: Final = re.compile(r"[0-9a-f]{40}")
 #: A model hub repository id, ``<owner>/<name>`` (Hugging Face Hub repository naming: letters,
 #: digits, '.', '_', '-').
 REPOSITORY_ID_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*")
+#: Longest model hub repository id, characters (huggingface_hub ``validate_repo_id``: "between 1
+#: and 96 characters"); a longer one can name no repository.
+MAX_REPOSITORY_ID_CHARS: Final = 96
 
 # Bucket naming rules: https://docs.aws.amazon.com/AmazonS3/latest/userguide/bucketnamingrules.html
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")

@@ -130,6 +130,7 @@ IMAGE_FILES = (
         f"voice_client/frameworks/{name}.py"
         for name in (
             "__init__",
+            "extras",
             "pipecat_sonic",
             "pipecat_voxtral",
             "sonic_stream",

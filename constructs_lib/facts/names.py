@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from constructs_lib.validation import Problems
-from contracts.model import PINNED_REVISION_RE, REPOSITORY_ID_RE
+from contracts.model import MAX_REPOSITORY_ID_CHARS, PINNED_REVISION_RE, REPOSITORY_ID_RE
 
 #: An AWS Region code such as ``us-east-1`` or ``us-gov-west-1``.
 REGION_RE = re.compile(r"[a-z]{2}(-gov)?-[a-z]+-\d")
@@ -206,9 +206,16 @@ def check_email(p: Problems, prop: str, value: str) -> None:
 
 
 def check_repository_id(p: Problems, prop: str, value: str) -> None:
-    """A model hub repository id, ``<owner>/<name>``."""
+    """A model hub repository id, ``<owner>/<name>``, of at most 96 characters."""
     if not REPOSITORY_ID_RE.fullmatch(value):
         p.add(prop, value, "must be a model hub repository id '<owner>/<name>'")
+    elif len(value) > MAX_REPOSITORY_ID_CHARS:
+        p.add(
+            prop,
+            value,
+            f"must be at most {MAX_REPOSITORY_ID_CHARS} characters (the model hub's limit on a "
+            f"repository id), not {len(value)}",
+        )
 
 
 def check_revision(p: Problems, prop: str, value: str) -> None:

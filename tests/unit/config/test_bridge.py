@@ -4,7 +4,9 @@ problem under the key, on both targets."""
 
 from __future__ import annotations
 
+import ast
 import dataclasses
+import inspect
 
 import pytest
 
@@ -38,17 +40,55 @@ def set_fields(environment: BridgeEnvironment) -> set[str]:
     return {f.name for f in dataclasses.fields(environment) if getattr(environment, f.name)}
 
 
+def written_fields() -> dict[str, str | None]:
+    """``{field: the VoxtralSettings field its value reads, or None}`` of every keyword the
+    environment's builders (bridge_environment, sagemaker_bridge_environment) pass, read from their
+    source, so that a line for an optional setting counts whether or not a test sets it."""
+    tree = ast.parse(inspect.getsource(bridge))
+    written: dict[str, str | None] = {}
+    for function in tree.body:
+        if not isinstance(function, ast.FunctionDef) or function.name not in (
+            "bridge_environment",
+            "sagemaker_bridge_environment",
+        ):
+            continue
+        for call in ast.walk(function):
+            if isinstance(call, ast.Call) and call.keywords:
+                for keyword in call.keywords:
+                    read = [
+                        node.attr
+                        for node in ast.walk(keyword.value)
+                        if isinstance(node, ast.Attribute)
+                        and (
+                            (isinstance(node.value, ast.Name) and node.value.id == "voxtral")
+                            or (
+                                isinstance(node.value, ast.Attribute)
+                                and node.value.attr == "voxtral"
+                            )
+                        )
+                    ]
+                    written[keyword.arg or ""] = read[0] if read else None
+    return written
+
+
 def test_every_field_the_app_sets_is_a_settings_key_or_the_apps_own():
-    """A new line in bridge_environment must say where its value comes from: a key (its problems
-    are named by it) or the app."""
-    loaded = settings(**EVERYTHING_SET)
-    written = set_fields(sagemaker_bridge_environment(loaded))
-    assert written <= set(SETTING_OF_FIELD) | APP_FIELDS
+    """A new line in bridge_environment must say where its value comes from: the key it reads (its
+    problems are named by it) or the app."""
+    written = written_fields()
+    environment_fields = {f.name for f in dataclasses.fields(BridgeEnvironment)}
+    fields = {name: read for name, read in written.items() if name in environment_fields}
+    assert fields.keys() <= set(SETTING_OF_FIELD) | APP_FIELDS
     assert not set(SETTING_OF_FIELD) & APP_FIELDS
+    for name, read in fields.items():
+        if read is not None:  # a line that reads voxtral.<field> is that key's
+            assert SETTING_OF_FIELD.get(name) == read, (name, read)
     # The bridge's MAX_MODEL_LEN and MAX_STREAMS are not written: they default to vLLM's flags.
-    assert set(SETTING_OF_FIELD) - written == {"max_model_len", "max_streams"}
+    assert set(SETTING_OF_FIELD) - fields.keys() == {"max_model_len", "max_streams"}
     voxtral_fields = {f.name for f in dataclasses.fields(VoxtralSettings)}
     assert set(SETTING_OF_FIELD.values()) <= voxtral_fields
+    # and what the builders write at run time is what their source says
+    loaded = settings(**EVERYTHING_SET)
+    assert set_fields(sagemaker_bridge_environment(loaded)) <= fields.keys()
 
 
 @pytest.mark.parametrize(

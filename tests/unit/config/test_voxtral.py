@@ -319,3 +319,15 @@ def test_a_type_without_gpu_is_named():
         "voxtral.instance_pools='ml.m5.xlarge': has no GPU; vLLM needs one (GPU types: "
         f"{instance_types.gpu_families()})"
     ]
+
+
+def test_max_model_len_is_at_most_the_models_context():
+    """vLLM refuses a --max-model-len above the checkpoint's max_position_embeddings at start: a
+    settings problem, not an endpoint that never becomes healthy."""
+    assert one_problem(voxtral__max_model_len="131073") == (
+        "voxtral.max_model_len=131073: must be at most 131072: the model's context "
+        "(max_position_embeddings); vLLM refuses a longer one at start"
+    )
+    assert problems_for(voxtral__max_model_len="1000000000")[0].startswith(
+        "voxtral.max_model_len=1000000000: must be at most 131072"
+    )

@@ -40,6 +40,14 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
         ({"IDLE_TIMEOUT_S": "soon"}, "IDLE_TIMEOUT_S='soon' is not a number"),
         ({"MAX_FRAME_BYTES": "1024"}, "MAX_FRAME_BYTES='1024' must be at least 4194304"),
         ({"SESSION_LIMIT_FRACTION": "1.5"}, "SESSION_LIMIT_FRACTION=1.5 must be at most 1"),
+        # nan passes every comparison and inf every minimum: neither is a setting
+        ({"SESSION_LIMIT_FRACTION": "nan"}, "SESSION_LIMIT_FRACTION='nan' is not a finite number"),
+        ({"DRAIN_S": "inf"}, "DRAIN_S='inf' is not a finite number"),
+        ({"AUDIO_RATE_LIMIT": "-Infinity"}, "AUDIO_RATE_LIMIT='-Infinity' is not a finite number"),
+        (
+            {"SM_VLLM_GPU_MEMORY_UTILIZATION": "NaN"},
+            "SM_VLLM_GPU_MEMORY_UTILIZATION='NaN' is not a finite number",
+        ),
         # The context falls back to vLLM's flag, and is named by the variable that holds it.
         ({"SM_VLLM_MAX_MODEL_LEN": "32k"}, "SM_VLLM_MAX_MODEL_LEN='32k' is not an integer"),
         (

@@ -119,6 +119,12 @@ def test_email_repository_id_and_revision():
     assert problems(names.check_repository_id, "model_id", "voxtral") == [
         "model_id='voxtral': must be a model hub repository id '<owner>/<name>'"
     ]
+    longest = "mistralai/" + "v" * 86
+    assert problems(names.check_repository_id, "model_id", longest) == []
+    assert problems(names.check_repository_id, "model_id", longest + "x") == [
+        f"model_id='{longest}x': must be at most 96 characters (the model hub's limit on a "
+        "repository id), not 97"
+    ]
     assert (
         problems(names.check_revision, "revision", "b45b4dc60caf4ad824163aaa0a72adc0ad7beeaf") == []
     )
