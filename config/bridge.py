@@ -2,9 +2,11 @@
 container would refuse (``contracts.bridge_env``) is a settings problem under the ``voxtral.*`` key
 the value came from, found before any construct is built.
 
-A ``voxtral.*`` setting that reaches the bridge is a field of :class:`VoxtralSettings`, a field of
-:class:`~contracts.bridge_env.BridgeEnvironment`, a line of :func:`bridge_environment` and an entry
-of :data:`SETTING_OF_FIELD` (docs/architecture.md, "Adding a bridge setting").
+A ``voxtral.*`` setting reaches the bridge by its declaration alone: a field of
+:class:`~config.voxtral.VoxtralSettings` declared with ``setting(default, bridge="<field>")``, the
+:class:`~contracts.bridge_env.BridgeEnvironment` field that carries its value
+(docs/architecture.md, "Adding a bridge setting"). :func:`bridge_environment` passes each such value
+on, and its problems are named by its key (:data:`SETTING_OF_FIELD`).
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
+from config import context as ctx
 from config.models import BRIDGE_DRAIN_S
 from config.voxtral import VoxtralSettings
 from constructs_lib.sagemaker_endpoint.props import VARIANT_NAME
@@ -34,20 +37,24 @@ MM_PROCESSOR_CACHE_GB: Final = 1
 #: Where SageMaker puts the Model's weights in the container (ModelDataSource's S3DataSource).
 SAGEMAKER_MODEL_DIR: Final = "/opt/ml/model"
 
-#: ``{BridgeEnvironment field: VoxtralSettings field}``: the setting each field of
-#: :func:`bridge_environment` takes its value from, so that a value the bridge refuses is named by
-#: its key. The bridge's MAX_MODEL_LEN and MAX_STREAMS default to vLLM's flags, so they name the
-#: same keys. Every other field the app sets is in :data:`APP_FIELDS`.
+#: ``{BridgeEnvironment field: VoxtralSettings field}`` of the settings declared with ``bridge=``:
+#: :func:`bridge_environment` passes their values on as they are, or as the app resolves them (the
+#: stream cap, which the capacity plan works out from ``auto``; the KV-cache type, left unset at
+#: ``auto``).
+BRIDGE_SETTINGS: Final[Mapping[str, str]] = {
+    item.metadata[ctx.BRIDGE]: item.name
+    for item in dataclasses.fields(VoxtralSettings)
+    if ctx.BRIDGE in item.metadata
+}
+#: ``{BridgeEnvironment field: VoxtralSettings field}`` of every field a setting's value reaches, so
+#: that a value the bridge refuses is named by its key: :data:`BRIDGE_SETTINGS`, the bridge's
+#: MAX_MODEL_LEN and MAX_STREAMS (which default to vLLM's flags), and the SageMaker Model's
+#: endpoint name (on ECS the service sets its own). Every other field the app sets is in
+#: :data:`APP_FIELDS`.
 SETTING_OF_FIELD: Final[Mapping[str, str]] = {
-    "vllm_served_model_name": "model_id",
-    "vllm_max_model_len": "max_model_len",
-    "max_model_len": "max_model_len",
-    "vllm_max_num_seqs": "stream_cap",
-    "max_streams": "stream_cap",
-    "vllm_gpu_memory_utilization": "gpu_memory_utilization",
-    "vllm_kv_cache_dtype": "kv_cache_dtype",
-    "transcription_delay_ms": "transcription_delay_ms",
-    "metrics_namespace": "namespace",
+    **BRIDGE_SETTINGS,
+    "max_model_len": BRIDGE_SETTINGS["vllm_max_model_len"],
+    "max_streams": BRIDGE_SETTINGS["vllm_max_num_seqs"],
     "endpoint_name": "endpoint_name",
 }
 #: The fields the app sets from no setting: its constants, the capacity model's KV-cache blocks and
@@ -70,9 +77,10 @@ APP_FIELDS: Final = frozenset(
 
 def bridge_environment(settings: Settings, instance_type: str | None = None) -> BridgeEnvironment:
     """The bridge container's environment on ``instance_type`` (default: the first type the
-    service may run), on either target: vLLM's flags, the metrics' namespace, the offline switch
-    and the KV-cache check. Where the container runs adds the rest (:func:`container_environment`
-    on SageMaker; on ECS the service construct).
+    service may run), on either target: the values of the settings declared with ``bridge=``
+    (:data:`BRIDGE_SETTINGS`), vLLM's other flags, the offline switch and the KV-cache check. Where
+    the container runs adds the rest (:func:`container_environment` on SageMaker; on ECS the
+    service construct).
 
     ``SM_VLLM_<NAME>`` becomes the vLLM flag ``--<name-with-dashes>`` (the container's
     entrypoint); the rest configures the bridge (services/bridge/README.md). No secrets. The stream
@@ -85,12 +93,17 @@ def bridge_environment(settings: Settings, instance_type: str | None = None) -> 
         else settings.capacity_plan.first
     )
     fitted = planned.capacity
-    return BridgeEnvironment(
-        vllm_model=SAGEMAKER_MODEL_DIR,
-        vllm_served_model_name=voxtral.model_id,
-        vllm_max_model_len=voxtral.max_model_len,
+    given = BridgeEnvironment(
+        **{field: getattr(voxtral, name) for field, name in BRIDGE_SETTINGS.items()}
+    )
+    return dataclasses.replace(
+        given,
+        # The settings' values the app resolves: the type's stream cap (``auto``: the capacity
+        # plan's), and vLLM --kv-cache-dtype left out at "auto" (vLLM's default), so the default
+        # Model is unchanged.
         vllm_max_num_seqs=planned.stream_cap,
-        vllm_gpu_memory_utilization=voxtral.gpu_memory_utilization,
+        vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
+        vllm_model=SAGEMAKER_MODEL_DIR,
         vllm_compilation_config=json.dumps(COMPILATION_CONFIG),
         vllm_mm_processor_cache_gb=MM_PROCESSOR_CACHE_GB,
         # The checkpoint is in Mistral's format (params.json, tekken.json,
@@ -98,18 +111,11 @@ def bridge_environment(settings: Settings, instance_type: str | None = None) -> 
         vllm_tokenizer_mode="mistral",
         vllm_config_format="mistral",
         vllm_load_format="mistral",
-        metrics_namespace=voxtral.namespace,
         # The Model runs with network isolation: nothing in the image may try the internet. The
         # weights are local (/opt/ml/model), so the Hugging Face libraries stay offline, and vLLM's
         # usage statistics are off (contracts.bridge_env.OFFLINE_ENVIRONMENT). The bridge's metrics
         # need no network: EMF lines on stdout, which SageMaker ships to the endpoint's log group.
         offline=True,
-        # vLLM --kv-cache-dtype; left out at "auto" (vLLM's default), so the default Model is
-        # unchanged.
-        vllm_kv_cache_dtype=voxtral.kv_cache_dtype if voxtral.kv_cache_dtype != "auto" else None,
-        # Not a vLLM flag (vLLM reads the delay from tekken.json): the entrypoint serves vLLM a
-        # patched copy (services/bridge/entrypoint.py). Left out when unset: no Model changes.
-        transcription_delay_ms=voxtral.transcription_delay_ms,
         # KV-cache blocks one live stream holds (constructs_lib/facts/capacity.py): the bridge
         # divides vLLM's reported num_gpu_blocks by it and lowers its stream cap when vLLM holds
         # fewer streams than MAX_STREAMS.

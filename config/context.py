@@ -130,6 +130,9 @@ KEY = "key"
 CHOICES = "choices"
 #: Field metadata: the props class whose default for the same field name is the setting's default.
 DEFAULT_FROM = "default_from"
+#: Field metadata: the field of the bridge container's environment
+#: (:class:`contracts.bridge_env.BridgeEnvironment`) the setting's value reaches (config/bridge.py).
+BRIDGE = "bridge"
 
 
 def setting(
@@ -139,6 +142,7 @@ def setting(
     choices: Mapping[str, Any] | None = None,
     default_from: type | None = None,
     default_factory: Any = dataclasses.MISSING,
+    bridge: str | None = None,
 ) -> Any:
     """A field of a settings section, named after the props field it gives (``min_capacity``).
 
@@ -150,6 +154,10 @@ def setting(
         choices: ``{spelling: value}`` when users write words for the field's values.
         default_from: the props class that declares the default (resolved by
             :class:`config.section.Section`).
+        bridge: the field of the bridge container's environment
+            (:class:`~contracts.bridge_env.BridgeEnvironment`) that carries the setting's value to
+            the container on both targets; its problems there are named by this key
+            (config/bridge.py).
     """
     metadata: dict[str, Any] = {}
     if key is not None:
@@ -158,6 +166,8 @@ def setting(
         metadata[CHOICES] = dict(choices)
     if default_from is not None:
         metadata[DEFAULT_FROM] = default_from
+    if bridge is not None:
+        metadata[BRIDGE] = bridge
     return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
 
 

@@ -62,7 +62,7 @@ class VoxtralSettings(EndpointSettings):
     #: instances behind a load balancer (the ``ecs.*`` settings; docs/ecs.md, "Choosing a target").
     target: Literal["sagemaker", "ecs"] = "sagemaker"
     #: Served model name (SM_VLLM_SERVED_MODEL_NAME); names the default weights prefix.
-    model_id: str = DEFAULT_REPO_ID
+    model_id: str = setting(DEFAULT_REPO_ID, bridge="vllm_served_model_name")
     #: ``s3://bucket/prefix/`` holding the uncompressed weights; None = the prefix
     #: ``s3://<model bucket>/models/<model id>/<revision>/`` in the stack's model bucket.
     model_s3_uri: str | None = None
@@ -71,32 +71,36 @@ class VoxtralSettings(EndpointSettings):
     image_uri: str | None = None
     #: vLLM --max-model-len, tokens per session (12.5 tokens per second of audio: 45000 = 1 h); at
     #: most 131072 for the default model (its context).
-    max_model_len: int = 45000
+    max_model_len: int = setting(45000, bridge="vllm_max_model_len")
     #: Live streams per instance (vLLM --max-num-seqs and the bridge's MAX_STREAMS); ``auto`` = what
     #: the capacity model says one GPU of the instance type serves at max_model_len
     #: (constructs_lib/facts/capacity.py), for each type of instance_pools its own (each pool type
     #: whose cap differs runs a Model of its own: InstancePool ModelNameOverride); a number above
     #: what fits fails synth.
-    stream_cap: int | Literal["auto"] = setting("auto", key="max_num_seqs")
+    stream_cap: int | Literal["auto"] = setting(
+        "auto", key="max_num_seqs", bridge="vllm_max_num_seqs"
+    )
     #: vLLM --gpu-memory-utilization: the share of GPU memory vLLM reserves at start.
-    gpu_memory_utilization: float = 0.9
+    gpu_memory_utilization: float = setting(0.9, bridge="vllm_gpu_memory_utilization")
     #: vLLM --kv-cache-dtype: ``auto`` (the model's BF16) or ``fp8`` (half the KV bytes: twice the
     #: streams where the KV cache bounds them; refused on GPUs where vLLM 0.31.0 cannot run it for
     #: this model, every GPU but Hopper: constructs_lib/facts/capacity.py).
-    kv_cache_dtype: Literal["auto", "fp8"] = "auto"
+    kv_cache_dtype: Literal["auto", "fp8"] = setting("auto", bridge="vllm_kv_cache_dtype")
     #: Transcription delay, ms: how far the text runs behind the audio, a floor under the time to
     #: final transcript (longer is more accurate). A multiple of 80 from 80 to 1200, or 2400 (the
     #: model card's values; 480 recommended); None = the checkpoint's own (its tekken.json: 480).
     #: alarm_time_to_first_delta_p90_ms must be above it plus 82.5 ms. vLLM takes no flag for it:
     #: the bridge serves vLLM a copy of tekken.json with ``audio.transcription_delay_ms`` replaced
     #: (TRANSCRIPTION_DELAY_MS; docs/settings.md, "Transcription delay").
-    transcription_delay_ms: int | None = None
+    transcription_delay_ms: int | None = setting(None, bridge="transcription_delay_ms")
     #: InferenceAmiVersion (NVIDIA driver and CUDA of the instances); checked at synth against the
     #: image's CUDA (constructs_lib/facts/cuda_compat.py): a driver that cannot run it is a settings
     #: error, an image whose tag names no CUDA a synth warning.
     inference_ami_version: Literal[INFERENCE_AMI_VERSIONS] = VOXTRAL_DEFAULT_AMI  # pyright: ignore[reportInvalidTypeForm] (the parser reads the choices from it)
     #: CloudWatch namespace of the bridge's embedded-metric-format metrics.
-    namespace: str = setting(DEFAULT_METRICS_NAMESPACE, key="metrics_namespace")
+    namespace: str = setting(
+        DEFAULT_METRICS_NAMESPACE, key="metrics_namespace", bridge="metrics_namespace"
+    )
     #: Model hub commit the weights are staged from (40 hex digits; a branch or tag can move).
     model_revision: str = VOXTRAL_DEFAULT_REVISION
     #: Stage the weights during deploy (CodeBuild); None = on exactly when model_s3_uri is unset.

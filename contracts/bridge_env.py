@@ -9,7 +9,8 @@ Adding a bridge setting (docs/architecture.md, "Adding a bridge setting"): a fie
 field order is the ECS task definition's), with its variable, and its default and check in the group
 of fields :meth:`~BridgeEnvironment.from_env` reads it with (``_audio_limits``,
 ``_access_and_protection``, ``_bridge_settings``, ``_vllm_flags`` or ``_names_and_places``); the
-settings or construct that set it (config/bridge.py); and the bridge code that reads it.
+setting (``setting(..., bridge=...)`` in config/voxtral.py) or construct that sets it; and the
+bridge code that reads it.
 
 Not here: the entrypoint's own test hook (``VLLM_COMMAND``) and the descriptor of the pipe that
 hands the bridge its secrets; both stay inside the container.

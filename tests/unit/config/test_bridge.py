@@ -13,6 +13,7 @@ import pytest
 from config import bridge
 from config.bridge import (
     APP_FIELDS,
+    BRIDGE_SETTINGS,
     SETTING_OF_FIELD,
     bridge_environment,
     bridge_problems,
@@ -77,6 +78,7 @@ def test_every_field_the_app_sets_is_a_settings_key_or_the_apps_own():
     written = written_fields()
     environment_fields = {f.name for f in dataclasses.fields(BridgeEnvironment)}
     fields = {name: read for name, read in written.items() if name in environment_fields}
+    fields = {**dict.fromkeys(BRIDGE_SETTINGS), **fields}  # the settings declared with bridge=
     assert fields.keys() <= set(SETTING_OF_FIELD) | APP_FIELDS
     assert not set(SETTING_OF_FIELD) & APP_FIELDS
     for name, read in fields.items():
@@ -89,6 +91,17 @@ def test_every_field_the_app_sets_is_a_settings_key_or_the_apps_own():
     # and what the builders write at run time is what their source says
     loaded = settings(**EVERYTHING_SET)
     assert set_fields(sagemaker_bridge_environment(loaded)) <= fields.keys()
+
+
+def test_each_bridge_declaration_names_a_field_of_the_environment():
+    """``setting(..., bridge="<field>")`` names a BridgeEnvironment field (a misspelt one would stop
+    every synth), each field at most once."""
+    environment_fields = {f.name for f in dataclasses.fields(BridgeEnvironment)}
+    declared = [
+        f.metadata["bridge"] for f in dataclasses.fields(VoxtralSettings) if "bridge" in f.metadata
+    ]
+    assert set(declared) <= environment_fields
+    assert len(declared) == len(set(declared)) == len(BRIDGE_SETTINGS)
 
 
 @pytest.mark.parametrize(
