@@ -39,6 +39,20 @@ def _is_union(hint: Any) -> bool:
     return get_origin(hint) in (Union, types.UnionType)
 
 
+#: The largest magnitude a number setting may have: JavaScript's Number.MAX_SAFE_INTEGER
+#: (2**53 - 1), the largest whole number the CDK, which runs on Node.js, holds exactly. Beyond it a
+#: threshold scaled by the monitoring overflows to Infinity, which jsii cannot pass (synth fails),
+#: and no count or duration is meant.
+MAX_NUMBER = 2**53 - 1
+
+
+def _within(number: float) -> float:
+    """``number``, or ValueError when its magnitude is above :data:`MAX_NUMBER`."""
+    if abs(number) > MAX_NUMBER:
+        raise ValueError(f"must be at most {MAX_NUMBER} in magnitude (2**53 - 1)")
+    return number
+
+
 def convert(raw: Any, hint: Any) -> Any:
     """Convert one context value to the type ``hint``.
 
@@ -70,9 +84,9 @@ def convert(raw: Any, hint: Any) -> Any:
         raise ValueError("must be true or false")
     if hint is int:
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
+            return int(_within(raw))
         if isinstance(raw, str) and re.fullmatch(r"[+-]?\d+", raw.strip()):
-            return int(raw.strip())
+            return int(_within(int(raw.strip())))
         raise ValueError("must be a whole number")
     if hint is float:
         number: float | None = None
@@ -85,7 +99,7 @@ def convert(raw: Any, hint: Any) -> Any:
             raise ValueError("must be a number")
         if not math.isfinite(number):  # nan and inf: no setting means them
             raise ValueError("must be a finite number")
-        return number
+        return _within(number)
     if get_origin(hint) is Literal:
         allowed = get_args(hint)
         value = raw.strip() if isinstance(raw, str) else raw

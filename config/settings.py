@@ -169,6 +169,14 @@ class Settings(Section):
                 "enabled"
             )
         problems = [*p, *self.network.problems(self.region), *self.encryption.problems(self.region)]
+        if self.network.private and not self.uses_key:
+            problems.append(
+                "encryption.create_key=false with network.mode='vpc': a private deployment is "
+                "held to cdk-nag's HIPAA Security and NIST 800-53 rev 5 checks, which need a "
+                "customer managed key on its logs and buckets, so synth would fail; leave "
+                "encryption.create_key unset (the stacks make a key) or set "
+                "encryption.kms_key_arn to yours"
+            )
         if self.encryption.repository and not self.uses_key:
             problems.append(
                 "encryption.repository=true: needs a key (encryption.kms_key_arn or "

@@ -112,6 +112,13 @@ DEFAULT_LOG_LEVEL: Final = "INFO"
 #: The names LOG_LEVEL may hold, in any case: Python's logging levels (``logging`` module, "Logging
 #: Levels").
 LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+#: Largest TCP port number (BRIDGE_PORT, VLLM_PORT); a larger one would wrap around or fail deep in
+#: the socket layer.
+MAX_PORT: Final = 65535
+#: Largest value of any numeric variable: 2**53 - 1, the largest whole number a float holds exactly
+#: (the settings' bound too); no duration, count or rate beyond it is meant, and timers fed one
+#: misbehave (a 1e308 s drain).
+MAX_NUMBER: Final = 2**53 - 1
 #: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the ECS
 #: service's secret has 48).
 MIN_TOKEN_CHARS: Final = 16
@@ -478,8 +485,12 @@ def _bridge_settings(env: Mapping[str, str], max_num_seqs: int) -> dict[str, Any
     tokens at TRANSCRIPTION_DELAY_MS) and the rate limit; MAX_STREAMS defaults to
     `max_num_seqs`."""
     # Read in the order they always were (the first bad one is the one named).
-    port = int(_number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, integer=True))
-    vllm_port = int(_number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, integer=True))
+    port = int(
+        _number(env, "BRIDGE_PORT", DEFAULT_BRIDGE_PORT, minimum=0, maximum=MAX_PORT, integer=True)
+    )
+    vllm_port = int(
+        _number(env, "VLLM_PORT", DEFAULT_VLLM_PORT, minimum=1, maximum=MAX_PORT, integer=True)
+    )
     max_streams = int(_number(env, "MAX_STREAMS", max_num_seqs, minimum=1, integer=True))
     kv_blocks_per_stream = (
         int(_number(env, "KV_BLOCKS_PER_STREAM", 1, minimum=1, integer=True))
@@ -600,7 +611,13 @@ def _text(value: Any) -> str:
 
 
 def _number(
-    env: Mapping[str, str], name: str, default: float, *, minimum: float, integer: bool = False
+    env: Mapping[str, str],
+    name: str,
+    default: float,
+    *,
+    minimum: float,
+    integer: bool = False,
+    maximum: float = MAX_NUMBER,
 ) -> float:
     raw = env.get(name, "").strip()
     if not raw:
@@ -614,6 +631,8 @@ def _number(
         raise BridgeEnvError.of(name, repr(raw), "is not a finite number")
     if value < minimum:
         raise BridgeEnvError.of(name, repr(raw), f"must be at least {minimum}")
+    if value > maximum:
+        raise BridgeEnvError.of(name, repr(raw), f"must be at most {maximum}")
     return value
 
 

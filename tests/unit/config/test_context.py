@@ -37,6 +37,10 @@ def test_values_convert_by_their_type_hints(hint, raw, expected):
     assert value == expected and type(value) is type(expected)
 
 
+#: The refusal of a number beyond what the CDK holds exactly.
+TOO_LARGE = "must be at most 9007199254740991 in magnitude (2**53 - 1)"
+
+
 @pytest.mark.parametrize(
     "hint, raw, message",
     [
@@ -48,6 +52,10 @@ def test_values_convert_by_their_type_hints(hint, raw, expected):
         ("float", "nan", "must be a finite number"),
         ("float", "-inf", "must be a finite number"),
         ("float", float("inf"), "must be a finite number"),
+        # beyond what the CDK's JavaScript numbers hold exactly (a scaled threshold overflows)
+        ("float", "1e308", TOO_LARGE),
+        ("int", "100000000000000000000", TOO_LARGE),
+        ("int", -(2**53), TOO_LARGE),
         ("Literal['a', 'b']", "c", "must be one of a, b"),
         ("Literal['a', 'b'] | None", "c", "must be one of a, b or null"),
         ("list[int]", "1,x", "must be a whole number"),

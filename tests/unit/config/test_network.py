@@ -152,3 +152,27 @@ def test_internet_facing_in_vpc_mode_fails_with_a_clear_message():
         "internet gateway; use ecs.load_balancer='internal' (callers reach it from the VPC, peered "
         "networks or on premises), or network.mode='public'"
     ]
+
+
+def test_a_private_deployment_without_a_key_is_refused_before_synth():
+    """network.mode=vpc applies the HIPAA and NIST packs, which fail every log group and bucket
+    without a customer managed key: a settings problem naming both keys and the way out."""
+    from tests.unit.config.conftest import problems_for
+
+    problem = (
+        "encryption.create_key=false with network.mode='vpc': a private deployment is held to "
+        "cdk-nag's HIPAA Security and NIST 800-53 rev 5 checks, which need a customer managed "
+        "key on its logs and buckets, so synth would fail; leave encryption.create_key unset "
+        "(the stacks make a key) or set encryption.kms_key_arn to yours"
+    )
+    assert problem in problems_for(network__mode="vpc", encryption__create_key="false")
+    key = "arn:aws:kms:us-east-1:123456789012:key/0f0e0d0c-0b0a-0908-0706-050403020100"
+    given = load_settings(
+        {
+            **cdk_json_context(),
+            "network.mode": "vpc",
+            "encryption.create_key": "false",
+            "encryption.kms_key_arn": key,
+        }
+    )
+    assert given.uses_key and not given.makes_key

@@ -43,6 +43,9 @@ def test_settings_defaults_and_sm_vllm_fallbacks():
         # nan passes every comparison and inf every minimum: neither is a setting
         ({"SESSION_LIMIT_FRACTION": "nan"}, "SESSION_LIMIT_FRACTION='nan' is not a finite number"),
         ({"DRAIN_S": "inf"}, "DRAIN_S='inf' is not a finite number"),
+        ({"DRAIN_S": "1e308"}, "DRAIN_S='1e308' must be at most 9007199254740991"),
+        ({"BRIDGE_PORT": "65536"}, "BRIDGE_PORT='65536' must be at most 65535"),
+        ({"VLLM_PORT": "70000"}, "VLLM_PORT='70000' must be at most 65535"),
         ({"AUDIO_RATE_LIMIT": "-Infinity"}, "AUDIO_RATE_LIMIT='-Infinity' is not a finite number"),
         (
             {"SM_VLLM_GPU_MEMORY_UTILIZATION": "NaN"},
@@ -249,3 +252,59 @@ def test_a_log_level_that_is_not_a_level_name_is_refused_with_the_names(raw):
         "LOG_LEVEL",
         "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL (in any case)",
     )
+
+
+#: The fields as the deployed templates have them, in to_env's order (an ECS task definition's
+#: environment list is in it: a reordered list is a new revision and a deployment).
+DEPLOYED_ORDER = [
+    "vllm_model",
+    "vllm_served_model_name",
+    "vllm_max_model_len",
+    "vllm_max_num_seqs",
+    "vllm_gpu_memory_utilization",
+    "vllm_compilation_config",
+    "vllm_mm_processor_cache_gb",
+    "vllm_tokenizer_mode",
+    "vllm_config_format",
+    "vllm_load_format",
+    "metrics_namespace",
+    "model_s3_uri",
+    "model_cache_dir",
+    "endpoint_name",
+    "variant_name",
+    "drain_s",
+    "idle_timeout_s",
+    "offline",
+    "vllm_kv_cache_dtype",
+    "transcription_delay_ms",
+    "kv_blocks_per_stream",
+    "host",
+    "port",
+    "vllm_host",
+    "vllm_port",
+    "max_streams",
+    "served_model",
+    "max_model_len",
+    "kv_block_size",
+    "upstream_stall_s",
+    "tokens_per_audio_second",
+    "session_limit_fraction",
+    "max_frame_bytes",
+    "audio_rate_limit",
+    "audio_burst_s",
+    "metrics_interval_s",
+    "bridge_token",
+    "ecs_agent_uri",
+    "task_protection_minutes",
+    "task_protection_grace_s",
+    "log_level",
+]
+
+
+def test_new_fields_come_after_the_deployed_ones():
+    """docs/architecture.md, "Adding a bridge setting": a field goes last. One inserted before a
+    field the app sets would move that variable in every task definition."""
+    import dataclasses
+
+    names = [item.name for item in dataclasses.fields(BridgeEnvironment)]
+    assert names[: len(DEPLOYED_ORDER)] == DEPLOYED_ORDER
