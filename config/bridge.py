@@ -46,6 +46,15 @@ BRIDGE_SETTINGS: Final[Mapping[str, str]] = {
     for item in dataclasses.fields(VoxtralSettings)
     if ctx.BRIDGE in item.metadata
 }
+_unknown = {
+    f"VoxtralSettings.{name}: bridge={field!r}"
+    for field, name in BRIDGE_SETTINGS.items()
+    if field not in {item.name for item in dataclasses.fields(BridgeEnvironment)}
+}
+if _unknown:  # a misspelt declaration: said once, at import, instead of a TypeError at every synth
+    raise TypeError(
+        f"{', '.join(sorted(_unknown))}: names no field of contracts.bridge_env.BridgeEnvironment"
+    )
 #: ``{BridgeEnvironment field: VoxtralSettings field}`` of every field a setting's value reaches, so
 #: that a value the bridge refuses is named by its key: :data:`BRIDGE_SETTINGS`, the bridge's
 #: MAX_MODEL_LEN and MAX_STREAMS (which default to vLLM's flags), and the SageMaker Model's

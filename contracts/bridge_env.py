@@ -436,7 +436,7 @@ def _audio_limits(env: Mapping[str, str]) -> dict[str, Any]:
         raise BridgeEnvError.of(
             "AUDIO_BURST_S",
             f"{burst_s:g}",
-            f"must be at least {largest_append_s:.0f}: the audio one append of "
+            f"must be at least {largest_append_s:g}: the audio one append of "
             f"MAX_FRAME_BYTES={max_frame_bytes} can hold, or such appends would always be refused",
         )
     return {

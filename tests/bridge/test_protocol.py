@@ -239,7 +239,7 @@ def test_error_events_carry_exactly_their_fields():
 def test_audio_burst_must_hold_one_largest_append():
     with pytest.raises(BridgeEnvError, match=r"AUDIO_BURST_S=60 must be at least 98"):
         BridgeEnvironment.from_env({"AUDIO_BURST_S": "60"})
-    with pytest.raises(BridgeEnvError, match=r"at least 197"):
+    with pytest.raises(BridgeEnvError, match=r"at least 196.608"):
         BridgeEnvironment.from_env({"MAX_FRAME_BYTES": str(8 * 1024 * 1024)})
     settings = BridgeEnvironment.from_env({"AUDIO_RATE_LIMIT": "16", "AUDIO_BURST_S": "200"})
     assert (settings.audio_rate_limit, settings.audio_burst_s) == (16, 200)

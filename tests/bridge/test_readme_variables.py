@@ -37,7 +37,12 @@ def contract_variables() -> set[str]:
 
 
 def test_every_variable_the_bridge_reads_has_a_row_and_every_row_is_one():
-    assert set(table_variables()) == contract_variables() | ENTRYPOINT_ONLY
+    rows, variables = set(table_variables()), contract_variables() | ENTRYPOINT_ONLY
+    assert not variables - rows, (
+        f"variables of contracts/bridge_env.py with no row in {README.name}'s table: "
+        f"{sorted(variables - rows)}"
+    )
+    assert not rows - variables, f"rows for no variable of the contract: {sorted(rows - variables)}"
 
 
 def test_the_rows_defaults_are_the_contracts():
@@ -51,5 +56,6 @@ def test_the_rows_defaults_are_the_contracts():
         value = getattr(defaults, name)
         if variable.startswith(VLLM_ENV_PREFIX) or value is None or variable == "MAX_STREAMS":
             continue
+        assert variable in shown, f"{variable} has no row in {README.name}'s table"
         text = f"{value:g}" if isinstance(value, float) else str(value)
         assert f"`{text}`" in shown[variable], (variable, text, shown[variable])
