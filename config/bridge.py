@@ -37,24 +37,39 @@ MM_PROCESSOR_CACHE_GB: Final = 1
 #: Where SageMaker puts the Model's weights in the container (ModelDataSource's S3DataSource).
 SAGEMAKER_MODEL_DIR: Final = "/opt/ml/model"
 
+
+def declared_bridge_settings(section: type) -> dict[str, str]:
+    """``{BridgeEnvironment field: section field}`` of ``section``'s fields declared with
+    ``setting(..., bridge=...)``.
+
+    Raises:
+        TypeError: a declaration names no field of BridgeEnvironment, or a field another one names
+            too (a misspelt or doubled declaration: said when the settings load, naming the
+            settings field, not as a TypeError from BridgeEnvironment at every synth).
+    """
+    environment = {item.name for item in dataclasses.fields(BridgeEnvironment)}
+    declared: dict[str, str] = {}
+    wrong: list[str] = []
+    for item in dataclasses.fields(section):
+        field = item.metadata.get(ctx.BRIDGE)
+        if field is None:
+            continue
+        if field not in environment or field in declared:
+            wrong.append(f"{section.__name__}.{item.name}: bridge={field!r}")
+        declared[field] = item.name
+    if wrong:
+        raise TypeError(
+            f"{', '.join(wrong)}: must name a field of contracts.bridge_env.BridgeEnvironment that "
+            "no other setting names"
+        )
+    return declared
+
+
 #: ``{BridgeEnvironment field: VoxtralSettings field}`` of the settings declared with ``bridge=``:
 #: :func:`bridge_environment` passes their values on as they are, or as the app resolves them (the
 #: stream cap, which the capacity plan works out from ``auto``; the KV-cache type, left unset at
 #: ``auto``).
-BRIDGE_SETTINGS: Final[Mapping[str, str]] = {
-    item.metadata[ctx.BRIDGE]: item.name
-    for item in dataclasses.fields(VoxtralSettings)
-    if ctx.BRIDGE in item.metadata
-}
-_unknown = {
-    f"VoxtralSettings.{name}: bridge={field!r}"
-    for field, name in BRIDGE_SETTINGS.items()
-    if field not in {item.name for item in dataclasses.fields(BridgeEnvironment)}
-}
-if _unknown:  # a misspelt declaration: said once, at import, instead of a TypeError at every synth
-    raise TypeError(
-        f"{', '.join(sorted(_unknown))}: names no field of contracts.bridge_env.BridgeEnvironment"
-    )
+BRIDGE_SETTINGS: Final[Mapping[str, str]] = declared_bridge_settings(VoxtralSettings)
 #: ``{BridgeEnvironment field: VoxtralSettings field}`` of every field a setting's value reaches, so
 #: that a value the bridge refuses is named by its key: :data:`BRIDGE_SETTINGS`, the bridge's
 #: MAX_MODEL_LEN and MAX_STREAMS (which default to vLLM's flags), and the SageMaker Model's

@@ -21,6 +21,8 @@ import types
 from collections.abc import Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
 
+from contracts.bridge_env import MAX_NUMBER
+
 _TRUE = {"true", "1", "yes", "on"}
 _FALSE = {"false", "0", "no", "off"}
 _NONE = {"", "null", "none"}
@@ -39,15 +41,12 @@ def _is_union(hint: Any) -> bool:
     return get_origin(hint) in (Union, types.UnionType)
 
 
-#: The largest magnitude a number setting may have: JavaScript's Number.MAX_SAFE_INTEGER
-#: (2**53 - 1), the largest whole number the CDK, which runs on Node.js, holds exactly. Beyond it a
-#: threshold scaled by the monitoring overflows to Infinity, which jsii cannot pass (synth fails),
-#: and no count or duration is meant.
-MAX_NUMBER = 2**53 - 1
-
-
-def _within(number: float) -> float:
-    """``number``, or ValueError when its magnitude is above :data:`MAX_NUMBER`."""
+def _within[N: (int, float)](number: N) -> N:
+    """``number``, or ValueError when its magnitude is above :data:`MAX_NUMBER`: the bridge's bound
+    (contracts/bridge_env.py), and JavaScript's Number.MAX_SAFE_INTEGER, the largest whole number
+    the CDK, which runs on Node.js, holds exactly. Beyond it a threshold scaled by the monitoring
+    overflows to Infinity, which jsii cannot pass (synth fails), and no count or duration is
+    meant."""
     if abs(number) > MAX_NUMBER:
         raise ValueError(f"must be at most {MAX_NUMBER} in magnitude (2**53 - 1)")
     return number
@@ -84,9 +83,9 @@ def convert(raw: Any, hint: Any) -> Any:
         raise ValueError("must be true or false")
     if hint is int:
         if isinstance(raw, int) and not isinstance(raw, bool):
-            return int(_within(raw))
+            return _within(raw)
         if isinstance(raw, str) and re.fullmatch(r"[+-]?\d+", raw.strip()):
-            return int(_within(int(raw.strip())))
+            return _within(int(raw.strip()))
         raise ValueError("must be a whole number")
     if hint is float:
         number: float | None = None

@@ -186,12 +186,13 @@ class Settings(Section):
         problems += voxtral
         if self.sonic.enabled:
             problems += self.sonic.problems("sonic", self)
+        ecs: list[str] = []
         if self.voxtral.enabled and self.voxtral.target == "ecs":
-            voxtral = self._ecs_problems()
-            problems += voxtral
+            ecs = self._ecs_problems()
+            problems += ecs
         elif self.sonic_on_ecs:
             problems += self.ecs.shared_problems(self)
-        if self.voxtral.enabled and not voxtral:
+        if self.voxtral.enabled and not voxtral and not ecs:
             # the environment is built from the voxtral.* (and ecs.*) keys: only once they passed
             problems += bridge_problems(self)
         problems += self.connect.problems(self)

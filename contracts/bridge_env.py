@@ -115,9 +115,9 @@ LOG_LEVELS: Final = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 #: Largest TCP port number (BRIDGE_PORT, VLLM_PORT); a larger one would wrap around or fail deep in
 #: the socket layer.
 MAX_PORT: Final = 65535
-#: Largest value of any numeric variable: 2**53 - 1, the largest whole number a float holds exactly
-#: (the settings' bound too); no duration, count or rate beyond it is meant, and timers fed one
-#: misbehave (a 1e308 s drain).
+#: Largest value of any numeric variable: 2**53 - 1, the largest whole number a float holds exactly;
+#: no duration, count or rate beyond it is meant, and timers fed one misbehave (a 1e308 s drain).
+#: The app's settings share the bound (config/context.py).
 MAX_NUMBER: Final = 2**53 - 1
 #: Shortest token accepted in BRIDGE_TOKEN, characters: a short token is guessable (the ECS
 #: service's secret has 48).
@@ -544,7 +544,7 @@ def _context_tokens(env: Mapping[str, str], delay: int | None) -> int | None:
             repr(env[name].strip()),
             f"must be at least {overhead + 1}: a session's prompt and final padding take "
             f"{overhead} tokens at a {shown_delay} ms transcription delay, and the audio needs "
-            "the rest (12.5 tokens per second)",
+            f"the rest ({DEFAULT_TOKENS_PER_AUDIO_SECOND:g} tokens per second)",
         )
     return tokens
 

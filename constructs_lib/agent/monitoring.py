@@ -19,6 +19,7 @@ from constructs_lib.agent.props import (
     VOICE_TO_VOICE_MS,
 )
 from constructs_lib.monitoring.alarms import AlarmRule
+from constructs_lib.monitoring.dashboard import ALARM_COLOR
 
 #: Alarm names, in the order :func:`agent_alarm_rules` builds them.
 ALARM_RULE_NAMES = (
@@ -136,7 +137,7 @@ def dashboard_rows(
             cloudwatch.HorizontalAnnotation(
                 value=voice_to_voice_p95_ms,
                 label=f"alarm p95: {voice_to_voice_p95_ms:g} ms",
-                color="#d62728",
+                color=ALARM_COLOR,
             )
         ],
     )

@@ -19,6 +19,7 @@ from constructs_lib.connect.props import (
     METRIC_NAMESPACE,
 )
 from constructs_lib.monitoring.alarms import AlarmRule
+from constructs_lib.monitoring.dashboard import ALARM_COLOR
 
 
 def metric_dimensions(name_prefix: str) -> dict[str, str]:
@@ -184,7 +185,7 @@ def dashboard_rows(
             cloudwatch.HorizontalAnnotation(
                 value=alarm_millis_behind,
                 label=f"alarm behind-real-time: {alarm_millis_behind} ms",
-                color="#d62728",
+                color=ALARM_COLOR,
             )
         ],
     )

@@ -33,6 +33,7 @@ from constructs_lib.monitoring.alarms import (
     AlarmRule,
     bridge_alarm_rules,
 )
+from constructs_lib.monitoring.dashboard import ALARM_COLOR
 from constructs_lib.monitoring.metrics import BridgeMetrics, default_label
 from constructs_lib.monitoring.thresholds import BridgeAlarmThresholds
 
@@ -59,8 +60,6 @@ MISSING_TASKS = (
     "ECS reports running tasks every minute while the service exists; no datapoint "
     "means no task runs"
 )
-#: The red lines of the alarm thresholds on the dashboard.
-THRESHOLD_COLOR = "#d62728"
 
 
 @dataclass(frozen=True)
@@ -276,7 +275,7 @@ def _graph(
     by_name = {rule.name: rule for rule in rules}
     lines = [
         cloudwatch.HorizontalAnnotation(
-            value=by_name[name].threshold, label=f"alarm {name}", color=THRESHOLD_COLOR
+            value=by_name[name].threshold, label=f"alarm {name}", color=ALARM_COLOR
         )
         for name in rule_names
     ]

@@ -3,16 +3,13 @@ extra to install, not only which module is missing."""
 
 from __future__ import annotations
 
-#: ``{top-level module: the extra that installs it}`` (pyproject.toml
-#: [project.optional-dependencies]).
-EXTRAS = {"pipecat": "pipecat", "livekit": "livekit"}
-
 
 def framework_missing(error: ModuleNotFoundError, extra: str) -> ModuleNotFoundError:
-    """``error`` with how to install ``extra`` when the missing module is the framework's (a
-    framework installed without one of its own dependencies is left as it is)."""
-    top = (error.name or "").split(".")[0]
-    if EXTRAS.get(top) != extra:
+    """``error`` with how to install ``extra`` when the missing module is the framework's: each
+    extra is named after the top-level module it installs (pyproject.toml
+    [project.optional-dependencies]: ``pipecat`` installs pipecat-ai, ``livekit`` livekit-agents).
+    A framework installed without one of its own dependencies is left as it is."""
+    if (error.name or "").split(".")[0] != extra:
         return error
     return ModuleNotFoundError(
         f"{error.msg}: the {extra} services need the '{extra}' extra: pip install "

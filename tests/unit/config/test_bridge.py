@@ -104,6 +104,26 @@ def test_each_bridge_declaration_names_a_field_of_the_environment():
     assert len(declared) == len(set(declared)) == len(BRIDGE_SETTINGS)
 
 
+def test_a_misspelt_or_doubled_bridge_declaration_is_named_when_the_settings_load():
+    from config.bridge import declared_bridge_settings
+    from config.context import setting
+
+    @dataclasses.dataclass(frozen=True)
+    class Section:
+        delay: int | None = setting(None, bridge="transcription_delay")
+        rate: float | None = setting(None, bridge="audio_rate_limit")
+        limit: float | None = setting(None, bridge="audio_rate_limit")
+        plain: int = 1
+
+    with pytest.raises(TypeError) as refused:
+        declared_bridge_settings(Section)
+    assert str(refused.value) == (
+        "Section.delay: bridge='transcription_delay', Section.limit: bridge='audio_rate_limit': "
+        "must name a field of contracts.bridge_env.BridgeEnvironment that no other setting names"
+    )
+    assert declared_bridge_settings(VoxtralSettings) == BRIDGE_SETTINGS
+
+
 @pytest.mark.parametrize(
     ("key", "value", "field", "expected"),
     [
@@ -166,9 +186,10 @@ def test_the_bridges_rule_follows_the_transcription_delay():
     )
 
 
-def test_the_bridges_check_waits_for_the_keys_own_checks():
+@pytest.mark.parametrize("target", ["sagemaker", "ecs"])
+def test_the_bridges_check_waits_for_the_keys_own_checks(target):
     """A key that fails its own check is named once, by that check, not again by the bridge's."""
-    assert problems_for(voxtral__max_model_len="0") == [
+    assert problems_for(voxtral__max_model_len="0", voxtral__target=target) == [
         "voxtral.max_model_len=0: must be a positive whole number (tokens; 12.5 per second of "
         "audio)"
     ]
